@@ -1,0 +1,469 @@
+//! [`Flash`]: one NAND array with its rules, timing, counters and faults, over either media.
+
+use std::path::Path;
+
+use crate::fault::{Faults, InFlight};
+use crate::media::{FileMedia, Media, RamMedia};
+use crate::timing::Timeline;
+use crate::{
+    BlockAddress, Counters, FaultConfig, FlashError, Geometry, MediaKind, PageAddress, Purpose,
+    Result, SimTime, TimingProfile, OOB_RESERVED_BYTES,
+};
+
+/// Magic number at the start of every programmed page's trailer ("PAGE").
+const PAGE_MAGIC: u32 = u32::from_le_bytes(*b"PAGE");
+
+/// What a successful read returns besides the bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRead {
+    /// Simulated time at which the data is at the controller.
+    pub done_at: SimTime,
+    /// Device-wide program sequence number of the page: later programs have larger numbers.
+    pub sequence: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct BlockState {
+    /// Pages `0..next_page` are programmed (or were consumed by a torn program); the rest are erased.
+    next_page: u32,
+    erase_count: u32,
+}
+
+/// A NAND flash array.
+///
+/// # Rules
+/// Every rule of NAND is enforced with an error, never silently: a page is programmed once between
+/// erases of its block ([`FlashError::ProgramTwice`]); the pages of a block are programmed in order
+/// ([`FlashError::ProgramOutOfOrder`]); erases work on whole blocks (the API has no other kind);
+/// addresses are checked ([`FlashError::PageOutOfRange`]); reading a page that was not programmed since
+/// the last erase is an error ([`FlashError::ReadErased`]), never an erased pattern. A page whose checksum
+/// fails is reported as [`FlashError::Corrupt`] with its address and its bytes are not returned as good.
+/// Rule violations are caller bugs: they are checked before anything happens and take no time.
+///
+/// # Thread safety
+/// `Flash` is `Send` but takes `&mut self` for every operation; the layers above serialise access.
+pub struct Flash {
+    geometry: Geometry,
+    timeline: Option<Timeline>,
+    media: Media,
+    blocks: Vec<BlockState>,
+    counters: Counters,
+    faults: Faults,
+    next_sequence: u64,
+    operations: u64,
+    oob_scratch: Vec<u8>,
+}
+
+impl Flash {
+    /// A new, fully erased array in memory. `timing: None` makes every operation take no time.
+    pub fn new(geometry: Geometry, timing: Option<TimingProfile>) -> Result<Flash> {
+        geometry.validate()?;
+        let media = Media::Ram(RamMedia::new(&geometry));
+        let blocks = vec![BlockState::default(); geometry.blocks_total() as usize];
+        Ok(Flash::assemble(geometry, timing, media, blocks, 0))
+    }
+
+    /// Formats a file or block device at `path` as a new, fully erased array.
+    pub fn create(
+        path: &Path,
+        geometry: Geometry,
+        timing: Option<TimingProfile>,
+    ) -> Result<Flash> {
+        geometry.validate()?;
+        let media = Media::File(FileMedia::create(path, &geometry)?);
+        let blocks = vec![BlockState::default(); geometry.blocks_total() as usize];
+        Ok(Flash::assemble(geometry, timing, media, blocks, 0))
+    }
+
+    /// Opens an array formatted by [`Flash::create`]. If `expected` is given the image must have been
+    /// formatted with exactly that geometry. What was programmed before is readable again.
+    pub fn open(
+        path: &Path,
+        expected: Option<&Geometry>,
+        timing: Option<TimingProfile>,
+    ) -> Result<Flash> {
+        let opened = FileMedia::open(path, expected)?;
+        let geometry = opened.media.geometry();
+        let pages_per_block = geometry.pages_per_block as usize;
+        let oob_bytes = geometry.oob_bytes as usize;
+        let mut oob = vec![0u8; pages_per_block * oob_bytes];
+        let mut blocks = Vec::with_capacity(geometry.blocks_total() as usize);
+        let mut next_sequence = 0;
+        for (block_index, erase_count) in opened.erase_counts.iter().copied().enumerate() {
+            opened.media.read_block_oob(block_index as u64, &mut oob)?;
+            // The write pointer is one past the last page with a trailer, so a page is never
+            // programmed twice even if an earlier page lost its trailer (it then reads as corrupt).
+            let mut next_page = 0;
+            for (page, area) in oob.chunks_exact(oob_bytes).enumerate() {
+                let trailer = Trailer::decode(area);
+                if trailer.magic == PAGE_MAGIC {
+                    next_page = page as u32 + 1;
+                    next_sequence = next_sequence.max(trailer.sequence + 1);
+                }
+            }
+            blocks.push(BlockState {
+                next_page,
+                erase_count,
+            });
+        }
+        Ok(Flash::assemble(
+            geometry,
+            timing,
+            Media::File(opened.media),
+            blocks,
+            next_sequence,
+        ))
+    }
+
+    /// The geometry recorded in an image, read without opening the image for use.
+    pub fn probe(path: &Path) -> Result<Geometry> {
+        FileMedia::probe(path)
+    }
+
+    fn assemble(
+        geometry: Geometry,
+        timing: Option<TimingProfile>,
+        media: Media,
+        blocks: Vec<BlockState>,
+        next_sequence: u64,
+    ) -> Flash {
+        Flash {
+            timeline: timing.map(|profile| Timeline::new(profile, &geometry)),
+            oob_scratch: vec![0u8; geometry.oob_bytes as usize],
+            geometry,
+            media,
+            blocks,
+            counters: Counters::default(),
+            faults: Faults::new(FaultConfig::default()),
+            next_sequence,
+            operations: 0,
+        }
+    }
+
+    /// The geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.geometry
+    }
+
+    /// The timing profile, or `None` if operations take no simulated time.
+    pub fn timing(&self) -> Option<&TimingProfile> {
+        self.timeline.as_ref().map(Timeline::profile)
+    }
+
+    /// Which media the pages are on.
+    pub fn media_kind(&self) -> MediaKind {
+        match &self.media {
+            Media::Ram(_) => MediaKind::Ram,
+            Media::File(file) => MediaKind::File(file.path().to_path_buf()),
+        }
+    }
+
+    /// A snapshot of the operation counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// Reads, programs and erases attempted so far (rule violations excluded).
+    pub fn operations(&self) -> u64 {
+        self.operations
+    }
+
+    /// How many times a block has been erased.
+    pub fn erase_count(&self, block: BlockAddress) -> Result<u32> {
+        Ok(self.blocks[self.block_slot(block)?].erase_count)
+    }
+
+    /// How many pages of a block are programmed: the next page to program is this number.
+    pub fn programmed_pages(&self, block: BlockAddress) -> Result<u32> {
+        Ok(self.blocks[self.block_slot(block)?].next_page)
+    }
+
+    /// Whether fault injection has marked a block bad.
+    pub fn is_bad(&self, block: BlockAddress) -> bool {
+        self.faults.is_bad(block)
+    }
+
+    /// The simulated time by which every die, channel and controller core is idle.
+    pub fn quiescent_at(&self) -> SimTime {
+        self.timeline.as_ref().map_or(0, Timeline::quiescent_at)
+    }
+
+    /// Replaces the fault configuration (and restarts its operation count and generator).
+    pub fn set_faults(&mut self, config: FaultConfig) {
+        let power_cut = self.faults.power_cut;
+        self.faults = Faults::new(config);
+        self.faults.power_cut = power_cut;
+    }
+
+    /// Cuts power now: every operation fails until [`Flash::restore_power`].
+    pub fn cut_power(&mut self) {
+        self.faults.power_cut = true;
+    }
+
+    /// Whether power is cut.
+    pub fn is_power_cut(&self) -> bool {
+        self.faults.power_cut
+    }
+
+    /// Restores power after a cut. Programmed pages are as the cut left them; DRAM state above this
+    /// layer is the caller's to rebuild.
+    pub fn restore_power(&mut self) {
+        self.faults.power_cut = false;
+        self.faults.config.power_cut_after_operations = None;
+    }
+
+    /// Charges `cost_ns` of controller computation issued at `at` to the earliest-free controller
+    /// core; returns when it completes.
+    pub fn compute(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
+        match &mut self.timeline {
+            Some(timeline) => timeline.cpu(at, cost_ns),
+            None => at,
+        }
+    }
+
+    /// Forces every completed program and erase to stable storage (file media); a no-op in memory.
+    pub fn sync(&mut self) -> Result<()> {
+        if self.faults.power_cut {
+            return Err(FlashError::PowerCut);
+        }
+        self.media.sync()
+    }
+
+    /// Reads a page issued at `at`: its payload into `data` (exactly `page_bytes`) and the first
+    /// `oob.len()` bytes of its user OOB area into `oob` (at most `oob_user_bytes`).
+    pub fn read(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<PageRead> {
+        self.check_buffers(data.len(), oob.len())?;
+        let slot = self.page_slot(page)?;
+        if self.faults.power_cut {
+            return Err(FlashError::PowerCut);
+        }
+        if page.page >= self.blocks[slot].next_page {
+            return Err(FlashError::ReadErased { page });
+        }
+        self.operations += 1;
+        if !self.faults.is_quiet() && self.faults.begin_operation() {
+            return Err(FlashError::PowerCut);
+        }
+        let index = self.geometry.page_index(page);
+        self.media.read(index, data, &mut self.oob_scratch)?;
+        let done_at = match &mut self.timeline {
+            Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
+            None => at,
+        };
+        self.counters
+            .record_read(purpose, u64::from(self.geometry.page_bytes));
+        if !self.faults.is_quiet() {
+            let bits = (data.len() + self.oob_scratch.len()) as u64 * 8;
+            if let Some(bit) = self.faults.bit_flip(bits) {
+                let byte = (bit / 8) as usize;
+                let mask = 1u8 << (bit % 8);
+                match data.get_mut(byte) {
+                    Some(value) => *value ^= mask,
+                    None => self.oob_scratch[byte - data.len()] ^= mask,
+                }
+            }
+        }
+        let trailer = Trailer::decode(&self.oob_scratch);
+        let user_oob = &self.oob_scratch[OOB_RESERVED_BYTES as usize..];
+        if trailer.magic != PAGE_MAGIC
+            || trailer.crc != page_crc(data, user_oob, index, trailer.sequence)
+        {
+            return Err(FlashError::Corrupt { page });
+        }
+        oob.copy_from_slice(&user_oob[..oob.len()]);
+        Ok(PageRead {
+            done_at,
+            sequence: trailer.sequence,
+        })
+    }
+
+    /// Programs a page issued at `at` with `data` (exactly `page_bytes`) and `oob` (at most
+    /// `oob_user_bytes`, zero-padded); returns when the program completes.
+    pub fn program(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<SimTime> {
+        self.check_buffers(data.len(), oob.len())?;
+        let slot = self.page_slot(page)?;
+        if self.faults.power_cut {
+            return Err(FlashError::PowerCut);
+        }
+        let next = self.blocks[slot].next_page;
+        if page.page < next {
+            return Err(FlashError::ProgramTwice { page });
+        }
+        if page.page > next {
+            return Err(FlashError::ProgramOutOfOrder { page, next });
+        }
+        self.operations += 1;
+        let in_flight = !self.faults.is_quiet() && self.faults.begin_operation();
+        if self.faults.is_bad(page.block()) {
+            return Err(if in_flight {
+                FlashError::PowerCut
+            } else {
+                FlashError::ProgramFailed { page }
+            });
+        }
+        let index = self.geometry.page_index(page);
+        let sequence = self.next_sequence;
+        self.next_sequence += 1;
+        let reserved = OOB_RESERVED_BYTES as usize;
+        self.oob_scratch.fill(0);
+        self.oob_scratch[reserved..reserved + oob.len()].copy_from_slice(oob);
+        let crc = page_crc(data, &self.oob_scratch[reserved..], index, sequence);
+        Trailer {
+            magic: PAGE_MAGIC,
+            crc,
+            sequence,
+        }
+        .encode(&mut self.oob_scratch);
+        if in_flight {
+            match self.faults.in_flight_program() {
+                InFlight::Lost => {}
+                InFlight::Completed => {
+                    self.media.write(index, data, &self.oob_scratch)?;
+                    self.blocks[slot].next_page += 1;
+                    self.counters
+                        .record_program(purpose, u64::from(self.geometry.page_bytes));
+                }
+                InFlight::Torn => {
+                    // The cells from a random byte on did not finish programming.
+                    let cut = (self.faults.next_u64() % data.len() as u64) as usize;
+                    let mut torn = data.to_vec();
+                    for byte in &mut torn[cut..] {
+                        *byte = !*byte;
+                    }
+                    self.media.write(index, &torn, &self.oob_scratch)?;
+                    self.blocks[slot].next_page += 1;
+                    self.counters
+                        .record_program(purpose, u64::from(self.geometry.page_bytes));
+                }
+            }
+            return Err(FlashError::PowerCut);
+        }
+        self.media.write(index, data, &self.oob_scratch)?;
+        self.blocks[slot].next_page += 1;
+        self.counters
+            .record_program(purpose, u64::from(self.geometry.page_bytes));
+        Ok(match &mut self.timeline {
+            Some(timeline) => timeline.program(at, page.die, u64::from(self.geometry.page_bytes)),
+            None => at,
+        })
+    }
+
+    /// Erases a whole block issued at `at`; returns when the erase completes.
+    pub fn erase(&mut self, at: SimTime, block: BlockAddress, purpose: Purpose) -> Result<SimTime> {
+        let slot = self.block_slot(block)?;
+        if self.faults.power_cut {
+            return Err(FlashError::PowerCut);
+        }
+        self.operations += 1;
+        let in_flight = !self.faults.is_quiet() && self.faults.begin_operation();
+        if self.faults.is_bad(block) {
+            return Err(if in_flight {
+                FlashError::PowerCut
+            } else {
+                FlashError::EraseFailed { block }
+            });
+        }
+        if in_flight && !self.faults.coin() {
+            return Err(FlashError::PowerCut);
+        }
+        let erase_count = self.blocks[slot].erase_count.saturating_add(1);
+        self.media.erase(slot as u64, erase_count)?;
+        self.blocks[slot] = BlockState {
+            next_page: 0,
+            erase_count,
+        };
+        self.counters
+            .record_erase(purpose, self.geometry.block_bytes());
+        if in_flight {
+            return Err(FlashError::PowerCut);
+        }
+        Ok(match &mut self.timeline {
+            Some(timeline) => timeline.erase(at, block.die),
+            None => at,
+        })
+    }
+
+    fn check_buffers(&self, data: usize, oob: usize) -> Result<()> {
+        if data != self.geometry.page_bytes as usize {
+            return Err(FlashError::BufferSize {
+                what: "page data",
+                expected: self.geometry.page_bytes as usize,
+                actual: data,
+            });
+        }
+        if oob > self.geometry.oob_user_bytes() as usize {
+            return Err(FlashError::BufferSize {
+                what: "OOB",
+                expected: self.geometry.oob_user_bytes() as usize,
+                actual: oob,
+            });
+        }
+        Ok(())
+    }
+
+    fn block_slot(&self, block: BlockAddress) -> Result<usize> {
+        if !self.geometry.contains_block(block) {
+            return Err(FlashError::BlockOutOfRange { block });
+        }
+        Ok(self.geometry.block_index(block) as usize)
+    }
+
+    fn page_slot(&self, page: PageAddress) -> Result<usize> {
+        if !self.geometry.contains_page(page) {
+            return Err(FlashError::PageOutOfRange { page });
+        }
+        Ok(self.geometry.block_index(page.block()) as usize)
+    }
+}
+
+/// The flash layer's 16-byte trailer at the start of every page's OOB area.
+struct Trailer {
+    magic: u32,
+    crc: u32,
+    sequence: u64,
+}
+
+impl Trailer {
+    fn decode(oob: &[u8]) -> Trailer {
+        let mut magic = [0u8; 4];
+        let mut crc = [0u8; 4];
+        let mut sequence = [0u8; 8];
+        magic.copy_from_slice(&oob[0..4]);
+        crc.copy_from_slice(&oob[4..8]);
+        sequence.copy_from_slice(&oob[8..16]);
+        Trailer {
+            magic: u32::from_le_bytes(magic),
+            crc: u32::from_le_bytes(crc),
+            sequence: u64::from_le_bytes(sequence),
+        }
+    }
+
+    fn encode(&self, oob: &mut [u8]) {
+        oob[0..4].copy_from_slice(&self.magic.to_le_bytes());
+        oob[4..8].copy_from_slice(&self.crc.to_le_bytes());
+        oob[8..16].copy_from_slice(&self.sequence.to_le_bytes());
+    }
+}
+
+/// CRC-32C of a page: payload, the whole user OOB area (as stored, zero-padded), then the page's own
+/// index and program sequence, so that a page read from the wrong place or a stale copy fails too.
+fn page_crc(data: &[u8], user_oob: &[u8], index: u64, sequence: u64) -> u32 {
+    let crc = crc32c::crc32c(data);
+    let crc = crc32c::crc32c_append(crc, user_oob);
+    let crc = crc32c::crc32c_append(crc, &index.to_le_bytes());
+    crc32c::crc32c_append(crc, &sequence.to_le_bytes())
+}

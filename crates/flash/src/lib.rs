@@ -1,0 +1,45 @@
+//! The NAND flash model of kvssd: the bottom layer every engine runs on.
+//!
+//! * [`Geometry`]: channels, ways (dies), blocks, pages, page and OOB sizes, and the addresses in them.
+//! * [`Flash`]: an array that enforces the NAND rules with typed errors, keeps each page's checksum,
+//!   schedules every operation on a virtual clock ([`TimingProfile`]), counts every operation by
+//!   [`Purpose`] ([`Counters`]) and injects faults deterministically ([`FaultConfig`]).
+//! * Media: in memory, or a file or block device that survives close and reopen ([`MediaKind`]).
+//! * [`Profile`]: named geometry and timing pairs (`pink`, `test_min`).
+//!
+//! ```
+//! use kvssd_flash::{Flash, Profile, Purpose};
+//!
+//! let profile = Profile::test_min();
+//! let mut flash = Flash::new(profile.geometry, Some(profile.timing)).unwrap();
+//! let page = kvssd_flash::BlockAddress { die: 0, block: 0 }.page(0);
+//! let data = vec![7u8; profile.geometry.page_bytes as usize];
+//! let programmed_at = flash.program(0, page, Purpose::UserData, &data, b"oob").unwrap();
+//!
+//! let mut back = vec![0u8; data.len()];
+//! let mut oob = [0u8; 3];
+//! let read = flash.read(programmed_at, page, Purpose::UserData, &mut back, &mut oob).unwrap();
+//! assert_eq!((back, &oob), (data, b"oob"));
+//! assert!(read.done_at > programmed_at);
+//! ```
+
+mod counters;
+mod error;
+mod fault;
+mod flash;
+mod geometry;
+mod media;
+mod profile;
+mod timing;
+
+pub use counters::{Counters, OperationCounts, Purpose};
+pub use error::{FlashError, Result};
+pub use fault::FaultConfig;
+pub use flash::{Flash, PageRead};
+pub use geometry::{
+    BlockAddress, Geometry, GeometryError, PageAddress, DEVICE_PAGES_MAX, OOB_BYTES_MAX,
+    OOB_RESERVED_BYTES, PAGE_BYTES_MAX, PAGE_BYTES_MIN,
+};
+pub use media::{MediaKind, IMAGE_FORMAT_VERSION};
+pub use profile::{Profile, PINK_BLOCKS_PER_DIE};
+pub use timing::{SimTime, TimingProfile};

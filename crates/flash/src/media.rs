@@ -1,0 +1,449 @@
+//! Where page bytes live: in memory ([`MediaKind::Ram`]) or in a file or block device
+//! ([`MediaKind::File`]).
+//!
+//! Media store raw page slots (payload plus the whole OOB area, trailer included) and per-block erase
+//! counts. They enforce nothing: the NAND rules, checksums, timing and faults live in [`crate::Flash`],
+//! so both media obey exactly the same rules.
+//!
+//! # File image layout (format version 1, all integers little-endian)
+//!
+//! ```text
+//! offset 0            header, 4096 bytes:
+//!                       0  magic "KVSSDIMG" (8 bytes)
+//!                       8  format version u32 (= 1)
+//!                      12  channels u32, ways_per_channel u32, blocks_per_die u32,
+//!                          pages_per_block u32, page_bytes u32, oob_bytes u32
+//!                      36  block table offset u64, data offset u64, OOB offset u64, image bytes u64
+//!                      68  CRC-32C of bytes 0..68, u32
+//!                      72  zero up to 4096
+//! 4096                block table: blocks_total x u32 erase counts, by device-wide block index
+//! data offset         payload region: page n (device-wide index) at data offset + n x page_bytes;
+//!                     the data offset is rounded up to a multiple of max(4096, page_bytes)
+//! OOB offset          OOB region: page n's OOB area at OOB offset + n x oob_bytes
+//! ```
+//!
+//! A page's OOB area starts with the flash layer's 16-byte trailer (magic u32 "PAGE", CRC-32C u32,
+//! program sequence u64). An erased page has an all-zero trailer: erasing a block zeroes the OOB areas of
+//! its pages and leaves the payload bytes (which no read can reach) as they were. A program writes the
+//! payload first and the OOB area second, so the trailer is the commit point of a page: a page whose
+//! trailer did not reach the medium reads as erased, one whose payload is incomplete fails its checksum.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use crate::{FlashError, Geometry, Result};
+
+/// The image format version this build writes and reads.
+pub const IMAGE_FORMAT_VERSION: u32 = 1;
+const IMAGE_MAGIC: &[u8; 8] = b"KVSSDIMG";
+const HEADER_BYTES: u64 = 4096;
+const HEADER_CHECKED_BYTES: usize = 68;
+
+/// Which media a device keeps its pages on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MediaKind {
+    /// In memory; gone when the device is dropped. Blocks are allocated when first programmed.
+    Ram,
+    /// A regular file or a block device, laid out as the module docs describe.
+    File(PathBuf),
+}
+
+pub(crate) enum Media {
+    Ram(RamMedia),
+    File(FileMedia),
+}
+
+impl Media {
+    /// Copies page `index`'s payload into `data` and its whole OOB area into `oob`.
+    pub(crate) fn read(&mut self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
+        match self {
+            Media::Ram(ram) => {
+                ram.read(index, data, oob);
+                Ok(())
+            }
+            Media::File(file) => file.read(index, data, oob),
+        }
+    }
+
+    pub(crate) fn write(&mut self, index: u64, data: &[u8], oob: &[u8]) -> Result<()> {
+        match self {
+            Media::Ram(ram) => {
+                ram.write(index, data, oob);
+                Ok(())
+            }
+            Media::File(file) => file.write(index, data, oob),
+        }
+    }
+
+    pub(crate) fn erase(&mut self, block_index: u64, erase_count: u32) -> Result<()> {
+        match self {
+            Media::Ram(_) => Ok(()),
+            Media::File(file) => file.erase(block_index, erase_count),
+        }
+    }
+
+    pub(crate) fn sync(&mut self) -> Result<()> {
+        match self {
+            Media::Ram(_) => Ok(()),
+            Media::File(file) => file
+                .file
+                .sync_data()
+                .map_err(|source| FlashError::io(format!("sync {}", file.path.display()), source)),
+        }
+    }
+}
+
+/// Pages in memory, one allocation per block made at the block's first program, so that a large
+/// geometry costs memory only for what is written.
+pub(crate) struct RamMedia {
+    slot_bytes: usize,
+    page_bytes: usize,
+    pages_per_block: u64,
+    blocks: Vec<Option<Box<[u8]>>>,
+}
+
+impl RamMedia {
+    pub(crate) fn new(geometry: &Geometry) -> Self {
+        RamMedia {
+            slot_bytes: (geometry.page_bytes + geometry.oob_bytes) as usize,
+            page_bytes: geometry.page_bytes as usize,
+            pages_per_block: u64::from(geometry.pages_per_block),
+            blocks: (0..geometry.blocks_total()).map(|_| None).collect(),
+        }
+    }
+
+    fn slot(&self, index: u64) -> (usize, usize) {
+        let block = (index / self.pages_per_block) as usize;
+        let offset = (index % self.pages_per_block) as usize * self.slot_bytes;
+        (block, offset)
+    }
+
+    fn read(&self, index: u64, data: &mut [u8], oob: &mut [u8]) {
+        let (block, offset) = self.slot(index);
+        match self.blocks.get(block).and_then(Option::as_ref) {
+            Some(bytes) => {
+                let slot = &bytes[offset..offset + self.slot_bytes];
+                data.copy_from_slice(&slot[..self.page_bytes]);
+                oob.copy_from_slice(&slot[self.page_bytes..]);
+            }
+            None => {
+                // Never programmed: the flash layer does not read such pages, but be total anyway.
+                data.fill(0xFF);
+                oob.fill(0);
+            }
+        }
+    }
+
+    fn write(&mut self, index: u64, data: &[u8], oob: &[u8]) {
+        let (block, offset) = self.slot(index);
+        let block_bytes = self.slot_bytes * self.pages_per_block as usize;
+        let bytes = self.blocks[block].get_or_insert_with(|| vec![0u8; block_bytes].into());
+        let slot = &mut bytes[offset..offset + self.slot_bytes];
+        slot[..self.page_bytes].copy_from_slice(data);
+        slot[self.page_bytes..].copy_from_slice(oob);
+    }
+}
+
+/// Pages in a file or block device.
+pub(crate) struct FileMedia {
+    file: File,
+    path: PathBuf,
+    geometry: Geometry,
+    layout: Layout,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    block_table_offset: u64,
+    data_offset: u64,
+    oob_offset: u64,
+    image_bytes: u64,
+}
+
+impl Layout {
+    fn of(geometry: &Geometry) -> Layout {
+        let block_table_offset = HEADER_BYTES;
+        let block_table_end = block_table_offset + geometry.blocks_total() * 4;
+        let alignment = u64::from(geometry.page_bytes).max(4096);
+        let data_offset = block_table_end.div_ceil(alignment) * alignment;
+        let oob_offset = data_offset + geometry.pages_total() * u64::from(geometry.page_bytes);
+        let image_bytes = oob_offset + geometry.pages_total() * u64::from(geometry.oob_bytes);
+        Layout {
+            block_table_offset,
+            data_offset,
+            oob_offset,
+            image_bytes,
+        }
+    }
+}
+
+/// What opening an existing image found in it.
+pub(crate) struct OpenedImage {
+    pub(crate) media: FileMedia,
+    pub(crate) erase_counts: Vec<u32>,
+}
+
+impl FileMedia {
+    /// Formats `path` (creating a regular file if there is none) for `geometry`.
+    pub(crate) fn create(path: &Path, geometry: &Geometry) -> Result<FileMedia> {
+        let layout = Layout::of(geometry);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|source| FlashError::io(format!("create {}", path.display()), source))?;
+        let is_regular = file
+            .metadata()
+            .map_err(|source| FlashError::io(format!("stat {}", path.display()), source))?
+            .is_file();
+        if is_regular {
+            file.set_len(0)
+                .and_then(|()| file.set_len(layout.image_bytes))
+                .map_err(|source| FlashError::io(format!("size {}", path.display()), source))?;
+        } else {
+            let actual = device_bytes(&file, path)?;
+            if actual < layout.image_bytes {
+                return Err(FlashError::ImageTooSmall {
+                    path: path.to_path_buf(),
+                    needed: layout.image_bytes,
+                    actual,
+                });
+            }
+            // A block device keeps old bytes: zero the block table and every OOB area so that no
+            // page of a previous image looks programmed.
+            zero_range(&file, path, layout.block_table_offset, geometry.blocks_total() * 4)?;
+            zero_range(
+                &file,
+                path,
+                layout.oob_offset,
+                geometry.pages_total() * u64::from(geometry.oob_bytes),
+            )?;
+        }
+        let media = FileMedia {
+            file,
+            path: path.to_path_buf(),
+            geometry: *geometry,
+            layout,
+        };
+        media.write_header()?;
+        media
+            .file
+            .sync_all()
+            .map_err(|source| FlashError::io(format!("sync {}", path.display()), source))?;
+        Ok(media)
+    }
+
+    /// Reads the geometry recorded in an image without opening it for use.
+    pub(crate) fn probe(path: &Path) -> Result<Geometry> {
+        let file = File::open(path)
+            .map_err(|source| FlashError::io(format!("open {}", path.display()), source))?;
+        read_header(&file, path)
+    }
+
+    /// Opens an existing image; `expected`, if given, must match the recorded geometry.
+    pub(crate) fn open(path: &Path, expected: Option<&Geometry>) -> Result<OpenedImage> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|source| FlashError::io(format!("open {}", path.display()), source))?;
+        let geometry = read_header(&file, path)?;
+        if let Some(expected) = expected {
+            if *expected != geometry {
+                return Err(FlashError::GeometryMismatch {
+                    path: path.to_path_buf(),
+                    image: geometry,
+                    requested: *expected,
+                });
+            }
+        }
+        let layout = Layout::of(&geometry);
+        let actual = device_bytes(&file, path)?;
+        if actual < layout.image_bytes {
+            return Err(FlashError::ImageTooSmall {
+                path: path.to_path_buf(),
+                needed: layout.image_bytes,
+                actual,
+            });
+        }
+        let mut table = vec![0u8; (geometry.blocks_total() * 4) as usize];
+        file.read_exact_at(&mut table, layout.block_table_offset)
+            .map_err(|source| {
+                FlashError::io(format!("read block table of {}", path.display()), source)
+            })?;
+        let erase_counts = table
+            .chunks_exact(4)
+            .map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+            .collect();
+        Ok(OpenedImage {
+            media: FileMedia {
+                file,
+                path: path.to_path_buf(),
+                geometry,
+                layout,
+            },
+            erase_counts,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub(crate) fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    /// Reads the OOB areas of every page of a block (used at open to find write pointers).
+    pub(crate) fn read_block_oob(&self, block_index: u64, out: &mut [u8]) -> Result<()> {
+        let oob_bytes = u64::from(self.geometry.oob_bytes);
+        let first_page = block_index * u64::from(self.geometry.pages_per_block);
+        self.file
+            .read_exact_at(out, self.layout.oob_offset + first_page * oob_bytes)
+            .map_err(|source| FlashError::io(format!("read OOB of {}", self.path.display()), source))
+    }
+
+    fn write_header(&self) -> Result<()> {
+        let mut header = vec![0u8; HEADER_BYTES as usize];
+        header[0..8].copy_from_slice(IMAGE_MAGIC);
+        header[8..12].copy_from_slice(&IMAGE_FORMAT_VERSION.to_le_bytes());
+        let g = &self.geometry;
+        for (slot, value) in [
+            g.channels,
+            g.ways_per_channel,
+            g.blocks_per_die,
+            g.pages_per_block,
+            g.page_bytes,
+            g.oob_bytes,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            header[12 + slot * 4..16 + slot * 4].copy_from_slice(&value.to_le_bytes());
+        }
+        for (slot, value) in [
+            self.layout.block_table_offset,
+            self.layout.data_offset,
+            self.layout.oob_offset,
+            self.layout.image_bytes,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            header[36 + slot * 8..44 + slot * 8].copy_from_slice(&value.to_le_bytes());
+        }
+        let crc = crc32c::crc32c(&header[..HEADER_CHECKED_BYTES]);
+        header[HEADER_CHECKED_BYTES..HEADER_CHECKED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
+        self.file
+            .write_all_at(&header, 0)
+            .map_err(|source| FlashError::io(format!("write header of {}", self.path.display()), source))
+    }
+
+    fn read(&self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
+        let data_at = self.layout.data_offset + index * u64::from(self.geometry.page_bytes);
+        let oob_at = self.layout.oob_offset + index * u64::from(self.geometry.oob_bytes);
+        self.file
+            .read_exact_at(data, data_at)
+            .and_then(|()| self.file.read_exact_at(oob, oob_at))
+            .map_err(|source| FlashError::io(format!("read page of {}", self.path.display()), source))
+    }
+
+    fn write(&self, index: u64, data: &[u8], oob: &[u8]) -> Result<()> {
+        let data_at = self.layout.data_offset + index * u64::from(self.geometry.page_bytes);
+        let oob_at = self.layout.oob_offset + index * u64::from(self.geometry.oob_bytes);
+        // Payload first, trailer second: the trailer is the page's commit point.
+        self.file
+            .write_all_at(data, data_at)
+            .and_then(|()| self.file.write_all_at(oob, oob_at))
+            .map_err(|source| FlashError::io(format!("write page of {}", self.path.display()), source))
+    }
+
+    fn erase(&self, block_index: u64, erase_count: u32) -> Result<()> {
+        let oob_bytes = u64::from(self.geometry.oob_bytes);
+        let first_page = block_index * u64::from(self.geometry.pages_per_block);
+        let zeros = vec![0u8; (oob_bytes * u64::from(self.geometry.pages_per_block)) as usize];
+        self.file
+            .write_all_at(&zeros, self.layout.oob_offset + first_page * oob_bytes)
+            .and_then(|()| {
+                self.file.write_all_at(
+                    &erase_count.to_le_bytes(),
+                    self.layout.block_table_offset + block_index * 4,
+                )
+            })
+            .map_err(|source| FlashError::io(format!("erase in {}", self.path.display()), source))
+    }
+}
+
+fn read_header(file: &File, path: &Path) -> Result<Geometry> {
+    let mut header = [0u8; HEADER_CHECKED_BYTES + 4];
+    let length = device_bytes(file, path)?;
+    if length < header.len() as u64 {
+        return Err(FlashError::NotAnImage {
+            path: path.to_path_buf(),
+        });
+    }
+    file.read_exact_at(&mut header, 0)
+        .map_err(|source| FlashError::io(format!("read header of {}", path.display()), source))?;
+    if &header[0..8] != IMAGE_MAGIC {
+        return Err(FlashError::NotAnImage {
+            path: path.to_path_buf(),
+        });
+    }
+    let word = |offset: usize| {
+        u32::from_le_bytes([
+            header[offset],
+            header[offset + 1],
+            header[offset + 2],
+            header[offset + 3],
+        ])
+    };
+    let stored_crc = word(HEADER_CHECKED_BYTES);
+    if crc32c::crc32c(&header[..HEADER_CHECKED_BYTES]) != stored_crc {
+        return Err(FlashError::HeaderCorrupt {
+            path: path.to_path_buf(),
+        });
+    }
+    let version = word(8);
+    if version != IMAGE_FORMAT_VERSION {
+        return Err(FlashError::UnsupportedVersion {
+            path: path.to_path_buf(),
+            found: version,
+            supported: IMAGE_FORMAT_VERSION,
+        });
+    }
+    let geometry = Geometry {
+        channels: word(12),
+        ways_per_channel: word(16),
+        blocks_per_die: word(20),
+        pages_per_block: word(24),
+        page_bytes: word(28),
+        oob_bytes: word(32),
+    };
+    geometry.validate()?;
+    Ok(geometry)
+}
+
+fn device_bytes(file: &File, path: &Path) -> Result<u64> {
+    // `metadata().len()` is zero for block devices; seeking to the end works for both.
+    let mut handle = file;
+    handle
+        .seek(SeekFrom::End(0))
+        .map_err(|source| FlashError::io(format!("size of {}", path.display()), source))
+}
+
+fn zero_range(file: &File, path: &Path, offset: u64, bytes: u64) -> Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let zeros = vec![0u8; CHUNK as usize];
+    let mut done = 0;
+    while done < bytes {
+        let length = CHUNK.min(bytes - done);
+        file.write_all_at(&zeros[..length as usize], offset + done)
+            .map_err(|source| FlashError::io(format!("clear {}", path.display()), source))?;
+        done += length;
+    }
+    Ok(())
+}

@@ -1,0 +1,1 @@
+//! The space layer of kvssd.
