@@ -1,1 +1,3 @@
+//! `kvssd`: the command-line program.
+
 fn main() {}
