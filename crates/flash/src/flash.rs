@@ -64,11 +64,7 @@ impl Flash {
     }
 
     /// Formats a file or block device at `path` as a new, fully erased array.
-    pub fn create(
-        path: &Path,
-        geometry: Geometry,
-        timing: Option<TimingProfile>,
-    ) -> Result<Flash> {
+    pub fn create(path: &Path, geometry: Geometry, timing: Option<TimingProfile>) -> Result<Flash> {
         geometry.validate()?;
         let media = Media::File(FileMedia::create(path, &geometry)?);
         let blocks = vec![BlockState::default(); geometry.blocks_total() as usize];

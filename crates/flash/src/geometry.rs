@@ -68,7 +68,9 @@ pub enum GeometryError {
         oob_bytes: u32,
     },
     /// The device has more pages than page indices can address.
-    #[error("invalid geometry: {pages} pages is more than the {DEVICE_PAGES_MAX} a device may have")]
+    #[error(
+        "invalid geometry: {pages} pages is more than the {DEVICE_PAGES_MAX} a device may have"
+    )]
     TooLarge {
         /// Pages the geometry describes.
         pages: u64,
@@ -88,7 +90,8 @@ impl Geometry {
                 return Err(GeometryError::Zero { field });
             }
         }
-        if !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&self.page_bytes) || self.page_bytes % 64 != 0
+        if !(PAGE_BYTES_MIN..=PAGE_BYTES_MAX).contains(&self.page_bytes)
+            || self.page_bytes % 64 != 0
         {
             return Err(GeometryError::PageBytes {
                 page_bytes: self.page_bytes,

@@ -215,7 +215,12 @@ impl FileMedia {
             }
             // A block device keeps old bytes: zero the block table and every OOB area so that no
             // page of a previous image looks programmed.
-            zero_range(&file, path, layout.block_table_offset, geometry.blocks_total() * 4)?;
+            zero_range(
+                &file,
+                path,
+                layout.block_table_offset,
+                geometry.blocks_total() * 4,
+            )?;
             zero_range(
                 &file,
                 path,
@@ -304,7 +309,9 @@ impl FileMedia {
         let first_page = block_index * u64::from(self.geometry.pages_per_block);
         self.file
             .read_exact_at(out, self.layout.oob_offset + first_page * oob_bytes)
-            .map_err(|source| FlashError::io(format!("read OOB of {}", self.path.display()), source))
+            .map_err(|source| {
+                FlashError::io(format!("read OOB of {}", self.path.display()), source)
+            })
     }
 
     fn write_header(&self) -> Result<()> {
@@ -338,9 +345,9 @@ impl FileMedia {
         }
         let crc = crc32c::crc32c(&header[..HEADER_CHECKED_BYTES]);
         header[HEADER_CHECKED_BYTES..HEADER_CHECKED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
-        self.file
-            .write_all_at(&header, 0)
-            .map_err(|source| FlashError::io(format!("write header of {}", self.path.display()), source))
+        self.file.write_all_at(&header, 0).map_err(|source| {
+            FlashError::io(format!("write header of {}", self.path.display()), source)
+        })
     }
 
     fn read(&self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
@@ -349,7 +356,9 @@ impl FileMedia {
         self.file
             .read_exact_at(data, data_at)
             .and_then(|()| self.file.read_exact_at(oob, oob_at))
-            .map_err(|source| FlashError::io(format!("read page of {}", self.path.display()), source))
+            .map_err(|source| {
+                FlashError::io(format!("read page of {}", self.path.display()), source)
+            })
     }
 
     fn write(&self, index: u64, data: &[u8], oob: &[u8]) -> Result<()> {
@@ -359,7 +368,9 @@ impl FileMedia {
         self.file
             .write_all_at(data, data_at)
             .and_then(|()| self.file.write_all_at(oob, oob_at))
-            .map_err(|source| FlashError::io(format!("write page of {}", self.path.display()), source))
+            .map_err(|source| {
+                FlashError::io(format!("write page of {}", self.path.display()), source)
+            })
     }
 
     fn erase(&self, block_index: u64, erase_count: u32) -> Result<()> {

@@ -1,0 +1,200 @@
+//! File media: what was programmed survives close and reopen (payload, OOB, erase counts, write
+//! pointers), and images that are foreign, damaged, of another version or another geometry are
+//! refused with a clear error.
+
+use std::fs;
+use std::os::unix::fs::FileExt;
+
+use kvssd_flash::{BlockAddress, Flash, FlashError, Geometry, MediaKind, Profile, Purpose};
+
+fn geometry() -> Geometry {
+    Profile::test_min().geometry
+}
+
+fn page(byte: u8) -> Vec<u8> {
+    vec![byte; geometry().page_bytes as usize]
+}
+
+#[test]
+fn file_media_survives_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 2, block: 5 };
+    {
+        let mut flash = Flash::create(&path, geometry(), None).expect("create");
+        assert_eq!(flash.media_kind(), MediaKind::File(path.clone()));
+        flash
+            .program(0, block.page(0), Purpose::UserData, &page(1), b"first")
+            .expect("program");
+        flash.erase(0, block, Purpose::Gc).expect("erase");
+        flash
+            .program(0, block.page(0), Purpose::UserData, &page(2), b"second")
+            .expect("program");
+        flash
+            .program(0, block.page(1), Purpose::UserData, &page(3), b"third")
+            .expect("program");
+        flash.sync().expect("sync");
+    }
+    let mut flash = Flash::open(&path, Some(&geometry()), None).expect("reopen");
+    assert_eq!(flash.erase_count(block).expect("in range"), 1);
+    assert_eq!(flash.programmed_pages(block).expect("in range"), 2);
+    let mut back = page(0);
+    let mut oob = [0u8; 6];
+    let read = flash
+        .read(0, block.page(0), Purpose::Recovery, &mut back, &mut oob)
+        .expect("read");
+    assert_eq!((back.clone(), &oob), (page(2), b"second"));
+    let read_later = flash
+        .read(
+            0,
+            block.page(1),
+            Purpose::Recovery,
+            &mut back,
+            &mut oob[..5],
+        )
+        .expect("read");
+    assert_eq!((back.clone(), &oob[..5]), (page(3), &b"third"[..]));
+    assert!(read_later.sequence > read.sequence);
+    // The rules still hold after reopening, and new programs continue the sequence.
+    assert!(matches!(
+        flash.program(0, block.page(1), Purpose::UserData, &page(4), &[]),
+        Err(FlashError::ProgramTwice { .. })
+    ));
+    assert!(matches!(
+        flash.read(0, block.page(2), Purpose::UserData, &mut back, &mut []),
+        Err(FlashError::ReadErased { .. })
+    ));
+    flash
+        .program(0, block.page(2), Purpose::UserData, &page(4), &[])
+        .expect("program");
+    let newest = flash
+        .read(0, block.page(2), Purpose::UserData, &mut back, &mut [])
+        .expect("read");
+    assert!(newest.sequence > read_later.sequence);
+    assert_eq!(Flash::probe(&path).expect("probe"), geometry());
+}
+
+#[test]
+fn file_media_refuses_another_geometry() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    Flash::create(&path, geometry(), None).expect("create");
+    let mut other = geometry();
+    other.blocks_per_die += 1;
+    let error = Flash::open(&path, Some(&other), None)
+        .err()
+        .expect("mismatch");
+    assert!(matches!(error, FlashError::GeometryMismatch { .. }));
+    let message = error.to_string();
+    assert!(
+        message.contains("16 blocks") && message.contains("17 blocks"),
+        "{message}"
+    );
+    assert!(!message.contains('\n'));
+}
+
+#[test]
+fn file_media_refuses_foreign_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = dir.path().join("notes.txt");
+    fs::write(&text, "just some text, not a flash image\n".repeat(200)).expect("write");
+    let error = Flash::open(&text, None, None).err().expect("foreign");
+    assert!(matches!(error, FlashError::NotAnImage { .. }), "{error}");
+    assert!(error.to_string().contains("not a kvssd flash image"));
+
+    let empty = dir.path().join("empty");
+    fs::write(&empty, b"").expect("write");
+    assert!(matches!(
+        Flash::open(&empty, None, None),
+        Err(FlashError::NotAnImage { .. })
+    ));
+
+    let missing = dir.path().join("missing");
+    assert!(matches!(
+        Flash::open(&missing, None, None),
+        Err(FlashError::Io { .. })
+    ));
+}
+
+#[test]
+fn file_media_detects_damaged_headers_versions_and_truncation() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    Flash::create(&path, geometry(), None).expect("create");
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+
+    // A damaged geometry field fails the header checksum.
+    file.write_all_at(&[99], 12).expect("damage");
+    assert!(matches!(
+        Flash::open(&path, None, None),
+        Err(FlashError::HeaderCorrupt { .. })
+    ));
+
+    // A future format version, with a correct checksum, is refused by version.
+    Flash::create(&path, geometry(), None).expect("create");
+    let mut header = [0u8; 72];
+    fs::File::open(&path)
+        .expect("open")
+        .read_exact_at(&mut header, 0)
+        .expect("read");
+    header[8..12].copy_from_slice(&2u32.to_le_bytes());
+    let crc = crc32c::crc32c(&header[..68]);
+    header[68..72].copy_from_slice(&crc.to_le_bytes());
+    file.write_all_at(&header, 0).expect("write");
+    let error = Flash::open(&path, None, None).err().expect("version");
+    assert!(
+        matches!(
+            error,
+            FlashError::UnsupportedVersion {
+                found: 2,
+                supported: 1,
+                ..
+            }
+        ),
+        "{error}"
+    );
+
+    // A truncated image is refused.
+    Flash::create(&path, geometry(), None).expect("create");
+    file.set_len(8192).expect("truncate");
+    assert!(matches!(
+        Flash::open(&path, None, None),
+        Err(FlashError::ImageTooSmall { .. })
+    ));
+}
+
+#[test]
+fn file_media_detects_corrupt_pages_with_their_address() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 1, block: 2 };
+    {
+        let mut flash = Flash::create(&path, geometry(), None).expect("create");
+        flash
+            .program(0, block.page(0), Purpose::UserData, &page(7), &[])
+            .expect("program");
+    }
+    // Flip one payload byte of that page directly in the file.
+    let bytes = fs::read(&path).expect("read");
+    let needle = page(7);
+    let offset = bytes
+        .windows(needle.len())
+        .position(|window| window == needle.as_slice())
+        .expect("the page is in the file");
+    let file = fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    file.write_all_at(&[0x77], (offset + 100) as u64)
+        .expect("damage");
+    let mut flash = Flash::open(&path, None, None).expect("reopen");
+    let mut back = page(0);
+    let error = flash
+        .read(0, block.page(0), Purpose::UserData, &mut back, &mut [])
+        .expect_err("corrupt");
+    assert!(matches!(error, FlashError::Corrupt { page } if page == block.page(0)));
+    assert!(error.to_string().contains("die 1 block 2 page 0"));
+}
