@@ -40,6 +40,14 @@ struct BlockState {
 /// fails is reported as [`FlashError::Corrupt`] with its address and its bytes are not returned as good.
 /// Rule violations are caller bugs: they are checked before anything happens and take no time.
 ///
+/// # Checksums
+/// Every program stores a CRC-32C of the page in its OOB trailer. On file media every read verifies
+/// it: those bytes come from outside the process. On ram media a page can only be damaged by this
+/// model's own fault injection, so a read verifies the checksum whenever damage is possible — the page
+/// was torn by a power cut, or faults are being injected — and otherwise trusts memory, which keeps
+/// simulated reads close to the speed of a memory copy. [`Flash::set_verify_every_read`] turns
+/// verification of every read on for ram media too.
+///
 /// # Thread safety
 /// `Flash` is `Send` but takes `&mut self` for every operation; the layers above serialise access.
 pub struct Flash {
@@ -52,6 +60,9 @@ pub struct Flash {
     next_sequence: u64,
     operations: u64,
     oob_scratch: Vec<u8>,
+    verify_every_read: bool,
+    /// Pages (device-wide indices) a torn program left damaged, until their block is erased.
+    torn_pages: std::collections::BTreeSet<u64>,
 }
 
 impl Flash {
@@ -124,6 +135,8 @@ impl Flash {
         next_sequence: u64,
     ) -> Flash {
         Flash {
+            verify_every_read: matches!(media, Media::File(_)),
+            torn_pages: std::collections::BTreeSet::new(),
             timeline: timing.map(|profile| Timeline::new(profile, &geometry)),
             oob_scratch: vec![0u8; geometry.oob_bytes as usize],
             geometry,
@@ -152,6 +165,17 @@ impl Flash {
             Media::Ram(_) => MediaKind::Ram,
             Media::File(file) => MediaKind::File(file.path().to_path_buf()),
         }
+    }
+
+    /// Verify the checksum of every read, not only of reads that a fault may have touched. Always on
+    /// for file media; off by default for ram media (see "Checksums" above).
+    pub fn set_verify_every_read(&mut self, verify: bool) {
+        self.verify_every_read = verify || matches!(self.media, Media::File(_));
+    }
+
+    /// Whether every read verifies its page checksum.
+    pub fn verifies_every_read(&self) -> bool {
+        self.verify_every_read
     }
 
     /// A snapshot of the operation counters.
@@ -255,7 +279,8 @@ impl Flash {
         };
         self.counters
             .record_read(purpose, u64::from(self.geometry.page_bytes));
-        if !self.faults.is_quiet() {
+        let faults_active = !self.faults.is_quiet();
+        if faults_active {
             let bits = (data.len() + self.oob_scratch.len()) as u64 * 8;
             if let Some(bit) = self.faults.bit_flip(bits) {
                 let byte = (bit / 8) as usize;
@@ -268,8 +293,11 @@ impl Flash {
         }
         let trailer = Trailer::decode(&self.oob_scratch);
         let user_oob = &self.oob_scratch[OOB_RESERVED_BYTES as usize..];
+        let verify = self.verify_every_read
+            || faults_active
+            || (!self.torn_pages.is_empty() && self.torn_pages.contains(&index));
         if trailer.magic != PAGE_MAGIC
-            || trailer.crc != page_crc(data, user_oob, index, trailer.sequence)
+            || (verify && trailer.crc != page_crc(data, user_oob, index, trailer.sequence))
         {
             return Err(FlashError::Corrupt { page });
         }
@@ -341,6 +369,7 @@ impl Flash {
                         *byte = !*byte;
                     }
                     self.media.write(index, &torn, &self.oob_scratch)?;
+                    self.torn_pages.insert(index);
                     self.blocks[slot].next_page += 1;
                     self.counters
                         .record_program(purpose, u64::from(self.geometry.page_bytes));
@@ -378,6 +407,14 @@ impl Flash {
         }
         let erase_count = self.blocks[slot].erase_count.saturating_add(1);
         self.media.erase(slot as u64, erase_count)?;
+        if !self.torn_pages.is_empty() {
+            let first = slot as u64 * u64::from(self.geometry.pages_per_block);
+            let last = first + u64::from(self.geometry.pages_per_block);
+            let erased: Vec<u64> = self.torn_pages.range(first..last).copied().collect();
+            for index in erased {
+                self.torn_pages.remove(&index);
+            }
+        }
         self.blocks[slot] = BlockState {
             next_page: 0,
             erase_count,

@@ -201,16 +201,24 @@ impl Geometry {
 
 impl fmt::Display for Geometry {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let capacity = self.capacity_bytes() as f64;
+        let (amount, unit) = if capacity >= f64::from(1u32 << 30) {
+            (capacity / f64::from(1u32 << 30), "GiB")
+        } else if capacity >= f64::from(1u32 << 20) {
+            (capacity / f64::from(1u32 << 20), "MiB")
+        } else {
+            (capacity / 1024.0, "KiB")
+        };
         write!(
             f,
-            "{} channels x {} ways x {} blocks x {} pages x {} B (+{} B OOB) = {:.2} GiB",
+            "{} channels x {} ways x {} blocks x {} pages x {} B (+{} B OOB) = {:.2} {unit}",
             self.channels,
             self.ways_per_channel,
             self.blocks_per_die,
             self.pages_per_block,
             self.page_bytes,
             self.oob_bytes,
-            self.capacity_bytes() as f64 / f64::from(1u32 << 30)
+            amount
         )
     }
 }

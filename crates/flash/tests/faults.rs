@@ -69,6 +69,32 @@ fn faults_torn_program_reads_as_corrupt() {
 }
 
 #[test]
+fn faults_torn_page_stays_corrupt_after_faults_are_cleared_until_erased() {
+    let (_, _, mut flash) = cut_during_program(7, 1.0);
+    flash.set_faults(FaultConfig::default());
+    assert!(
+        !flash.verifies_every_read(),
+        "ram media trusts untouched pages"
+    );
+    let mut back = page(&flash, 0);
+    assert!(matches!(
+        flash.read(0, BLOCK.page(3), Purpose::Recovery, &mut back, &mut []),
+        Err(FlashError::Corrupt { .. })
+    ));
+    flash.erase(0, BLOCK, Purpose::Gc).expect("erase");
+    for index in 0..4u32 {
+        let data = page(&flash, 40 + index as u8);
+        flash
+            .program(0, BLOCK.page(index), Purpose::UserData, &data, &[])
+            .expect("program");
+        flash
+            .read(0, BLOCK.page(index), Purpose::UserData, &mut back, &mut [])
+            .expect("read");
+        assert_eq!(back, data);
+    }
+}
+
+#[test]
 fn faults_untorn_in_flight_program_is_lost_or_complete() {
     let mut seen_lost = false;
     let mut seen_complete = false;
