@@ -88,6 +88,60 @@ pub struct FlashBenchConfig {
     pub verify_every_read: bool,
 }
 
+impl FlashBenchConfig {
+    /// Checks that the run can be made: at least one client and one operation, and room on the
+    /// device for every program the pattern issues.
+    pub fn validate(&self) -> Result<(), FlashBenchError> {
+        let geometry = self.profile.geometry;
+        if self.queue_depth == 0 {
+            return Err(FlashBenchError::Config("--qd must be at least 1".into()));
+        }
+        if self.operations == 0 {
+            return Err(FlashBenchError::Config("--ops must be at least 1".into()));
+        }
+        if self.read_percent > 100 {
+            return Err(FlashBenchError::Config(
+                "--read-percent must be at most 100".into(),
+            ));
+        }
+        let region_blocks = self.read_region_blocks();
+        let writable_pages =
+            u64::from(geometry.blocks_per_die - region_blocks.min(geometry.blocks_per_die))
+                * u64::from(geometry.pages_per_block)
+                * u64::from(geometry.dies());
+        let writes_possible = match self.pattern {
+            Pattern::RandRead => true,
+            Pattern::SeqWrite | Pattern::Mixed => self.operations <= writable_pages,
+            // Random placement may fill one die early; leave every die a block of slack.
+            Pattern::RandWrite => {
+                self.operations
+                    <= writable_pages.saturating_sub(
+                        u64::from(geometry.dies()) * u64::from(geometry.pages_per_block),
+                    )
+            }
+        };
+        if !writes_possible {
+            return Err(FlashBenchError::Config(format!(
+                        "--ops {} programs more pages than the device has free ({writable_pages}); use fewer operations or more --blocks-per-die",
+                        self.operations
+                )));
+        }
+
+        Ok(())
+    }
+
+    /// Blocks per die programmed (untimed) before the run, as the region reads go to.
+    fn read_region_blocks(&self) -> u32 {
+        let blocks_per_die = self.profile.geometry.blocks_per_die;
+        match self.pattern {
+            Pattern::RandRead | Pattern::Mixed => {
+                READ_REGION_BLOCKS_PER_DIE_MAX.min(blocks_per_die.saturating_sub(1).max(1))
+            }
+            Pattern::SeqWrite | Pattern::RandWrite => 0,
+        }
+    }
+}
+
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum FlashBenchError {
@@ -176,46 +230,9 @@ impl StripedWriter {
 
 /// Runs one benchmark and returns its figures.
 pub fn run(config: &FlashBenchConfig) -> Result<FlashBenchReport, FlashBenchError> {
+    config.validate()?;
     let geometry = config.profile.geometry;
-    if config.queue_depth == 0 {
-        return Err(FlashBenchError::Config("--qd must be at least 1".into()));
-    }
-    if config.operations == 0 {
-        return Err(FlashBenchError::Config("--ops must be at least 1".into()));
-    }
-    if config.read_percent > 100 {
-        return Err(FlashBenchError::Config(
-            "--read-percent must be at most 100".into(),
-        ));
-    }
-    let region_blocks = match config.pattern {
-        Pattern::RandRead | Pattern::Mixed => {
-            READ_REGION_BLOCKS_PER_DIE_MAX.min(geometry.blocks_per_die.saturating_sub(1).max(1))
-        }
-        Pattern::SeqWrite | Pattern::RandWrite => 0,
-    };
-    let writable_pages =
-        u64::from(geometry.blocks_per_die - region_blocks.min(geometry.blocks_per_die))
-            * u64::from(geometry.pages_per_block)
-            * u64::from(geometry.dies());
-    let writes_possible = match config.pattern {
-        Pattern::RandRead => true,
-        Pattern::SeqWrite | Pattern::Mixed => config.operations <= writable_pages,
-        // Random placement may fill one die early; leave every die a block of slack.
-        Pattern::RandWrite => {
-            config.operations
-                <= writable_pages.saturating_sub(
-                    u64::from(geometry.dies()) * u64::from(geometry.pages_per_block),
-                )
-        }
-    };
-    if !writes_possible {
-        return Err(FlashBenchError::Config(format!(
-            "--ops {} programs more pages than the device has free ({writable_pages}); use fewer operations or more --blocks-per-die",
-            config.operations
-        )));
-    }
-
+    let region_blocks = config.read_region_blocks();
     let mut flash = Flash::new(geometry, Some(config.profile.timing.clone()))?;
     flash.set_verify_every_read(config.verify_every_read);
     let page_bytes = geometry.page_bytes as usize;

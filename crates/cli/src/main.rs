@@ -94,13 +94,18 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(error) => {
             use clap::error::ErrorKind;
-            if matches!(
-                error.kind(),
-                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion
-            ) {
+            match error.kind() {
                 // Help and version are answers, not errors.
-                let _ = error.print();
-                return ExitCode::SUCCESS;
+                ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+                    let _ = error.print();
+                    return ExitCode::SUCCESS;
+                }
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                | ErrorKind::MissingSubcommand => {
+                    eprintln!("kvssd: a command is required (see kvssd --help)");
+                    return ExitCode::from(2);
+                }
+                _ => {}
             }
             let rendered = error.to_string();
             let first_line = rendered.lines().next().unwrap_or("invalid command line");
@@ -126,6 +131,19 @@ fn run_flash_bench(args: FlashBenchArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     }
+    let config = FlashBenchConfig {
+        profile: profile.clone(),
+        pattern: args.pattern,
+        queue_depth: args.qd,
+        operations: args.ops,
+        seed: args.seed,
+        read_percent: args.read_percent,
+        verify_every_read: args.verify_every_read,
+    };
+    if let Err(error) = config.validate() {
+        eprintln!("kvssd: {error}");
+        return ExitCode::from(2);
+    }
     if !args.json {
         eprintln!(
             "kvssd flash-bench: profile {} [{}], pattern {}, qd {}, ops {}, seed {}",
@@ -137,15 +155,6 @@ fn run_flash_bench(args: FlashBenchArgs) -> ExitCode {
             args.seed
         );
     }
-    let config = FlashBenchConfig {
-        profile,
-        pattern: args.pattern,
-        queue_depth: args.qd,
-        operations: args.ops,
-        seed: args.seed,
-        read_percent: args.read_percent,
-        verify_every_read: args.verify_every_read,
-    };
     match flash_bench::run(&config) {
         Ok(report) => {
             if args.json {

@@ -1,0 +1,92 @@
+//! The `kvssd` binary as users run it: bad command lines give one line on standard error and exit
+//! code 2; `flash-bench --json` prints one JSON object with the documented keys.
+
+use std::process::{Command, Output};
+
+fn kvssd(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kvssd"))
+        .args(args)
+        .output()
+        .expect("the kvssd binary runs")
+}
+
+#[test]
+fn cli_bad_arguments_give_one_line_and_exit_code_2() {
+    let cases: &[&[&str]] = &[
+        &[],
+        &["no-such-command"],
+        &["flash-bench", "--pattern", "bogus"],
+        &["flash-bench", "--qd", "0"],
+        &["flash-bench", "--qd", "many"],
+        &["flash-bench", "--ops", "0"],
+        &["flash-bench", "--profile", "huge"],
+        &["flash-bench", "--read-percent", "101"],
+        &["flash-bench", "--unknown-flag"],
+        &[
+            "flash-bench",
+            "--profile",
+            "test_min",
+            "--pattern",
+            "seqwrite",
+            "--ops",
+            "100000",
+        ],
+        &["sim-speed", "--ops", "-3"],
+    ];
+    for args in cases {
+        let output = kvssd(args);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("kvssd: "), "{args:?}: {stderr}");
+        assert!(output.stdout.is_empty(), "{args:?}");
+    }
+}
+
+#[test]
+fn cli_help_and_version_succeed() {
+    for args in [&["--help"][..], &["--version"], &["flash-bench", "--help"]] {
+        let output = kvssd(args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}");
+        assert!(!output.stdout.is_empty());
+    }
+}
+
+#[test]
+fn cli_flash_bench_json_has_the_documented_keys() {
+    let output = kvssd(&[
+        "flash-bench",
+        "--profile",
+        "test_min",
+        "--pattern",
+        "mixed",
+        "--qd",
+        "4",
+        "--ops",
+        "200",
+        "--json",
+    ]);
+    assert_eq!(output.status.code(), Some(0));
+    let json: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("one JSON object on standard output");
+    assert_eq!(json["profile"], "test_min");
+    assert_eq!(json["pattern"], "mixed");
+    assert_eq!(json["qd"], 4);
+    assert_eq!(json["ops"], 200);
+    assert_eq!(json["simulated"], true);
+    for key in ["sim_iops", "sim_bandwidth_mb_s", "sim_ops_per_wall_s"] {
+        assert!(
+            json[key].as_f64().is_some_and(|value| value > 0.0),
+            "{key}: {json}"
+        );
+    }
+    for key in ["avg", "p50", "p99", "p999", "max"] {
+        assert!(
+            json["latency_us"][key]
+                .as_f64()
+                .is_some_and(|value| value > 0.0),
+            "{key}"
+        );
+    }
+    assert!(json["latency_us"]["p50"].as_f64() <= json["latency_us"]["max"].as_f64());
+}
