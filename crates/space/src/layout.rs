@@ -1,0 +1,122 @@
+//! Byte layouts of data pages: record headers, the OOB kind byte and the record-end bitmap.
+//!
+//! All integers are little-endian. A small record is `header (12 B) · key · value`, padded to whole
+//! chunks; a large record's every page is `header (12 B) · head pointer (8 B) · key · value slice`.
+
+use crate::{PageIndex, Record, Result, SpaceError};
+
+/// Bytes of a record header.
+pub const RECORD_HEADER_BYTES: usize = 12;
+/// Bytes before the key on each page of a large record (header and head pointer).
+pub const LARGE_HEADER_BYTES: usize = RECORD_HEADER_BYTES + 8;
+
+/// First OOB byte of a meta page.
+pub const OOB_KIND_META: u8 = 0x4d;
+/// First OOB byte of a data page of small records (the record-end bitmap follows).
+pub const OOB_KIND_DATA: u8 = 0x44;
+/// First OOB byte of a page of a large record.
+pub const OOB_KIND_LARGE: u8 = 0x4c;
+
+pub(crate) const RECORD_KIND_SMALL: u8 = 1;
+pub(crate) const RECORD_KIND_LARGE: u8 = 2;
+
+/// Bytes of a record-end bitmap for `chunks` chunks.
+pub(crate) fn bitmap_bytes(chunks: u32) -> usize {
+    chunks.div_ceil(8) as usize
+}
+
+/// User OOB bytes a data page uses: the kind byte and the bitmap.
+pub(crate) fn oob_bytes(chunks: u32) -> usize {
+    1 + bitmap_bytes(chunks)
+}
+
+/// The header at the start of every record (and of every page of a large record).
+///
+/// ```text
+/// 0      1         2        4            8             12
+/// | kind | key_len | part   | namespace  | value_len   |
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// 1 = small record, 2 = page of a large record.
+    pub kind: u8,
+    /// Length of the key (1..=255).
+    pub key_len: u8,
+    /// Which page of a large record this is (0 for small records and heads).
+    pub part: u16,
+    /// Namespace id.
+    pub namespace: u32,
+    /// Length of the whole value.
+    pub value_len: u32,
+}
+
+impl RecordHeader {
+    pub(crate) fn encode(&self, out: &mut [u8]) {
+        out[0] = self.kind;
+        out[1] = self.key_len;
+        out[2..4].copy_from_slice(&self.part.to_le_bytes());
+        out[4..8].copy_from_slice(&self.namespace.to_le_bytes());
+        out[8..12].copy_from_slice(&self.value_len.to_le_bytes());
+    }
+
+    pub(crate) fn decode(data: &[u8], offset: usize, page: PageIndex) -> Result<RecordHeader> {
+        let bytes =
+            data.get(offset..offset + RECORD_HEADER_BYTES)
+                .ok_or(SpaceError::Malformed {
+                    page,
+                    what: "record header runs past the page",
+                })?;
+        let header = RecordHeader {
+            kind: bytes[0],
+            key_len: bytes[1],
+            part: u16::from_le_bytes([bytes[2], bytes[3]]),
+            namespace: u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]),
+            value_len: u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]),
+        };
+        if header.key_len == 0
+            || (header.kind != RECORD_KIND_SMALL && header.kind != RECORD_KIND_LARGE)
+        {
+            return Err(SpaceError::Malformed {
+                page,
+                what: "no record header at this offset",
+            });
+        }
+        Ok(header)
+    }
+}
+
+pub(crate) fn read_u64(data: &[u8], offset: usize, page: PageIndex) -> Result<u64> {
+    let bytes: [u8; 8] = data
+        .get(offset..offset + 8)
+        .and_then(|slice| slice.try_into().ok())
+        .ok_or(SpaceError::Malformed {
+            page,
+            what: "field runs past the page",
+        })?;
+    Ok(u64::from_le_bytes(bytes))
+}
+
+/// Decodes the small record at `offset` of a page, with bounds checks.
+pub(crate) fn decode_small(data: &[u8], offset: usize, page: PageIndex) -> Result<Record> {
+    let header = RecordHeader::decode(data, offset, page)?;
+    if header.kind != RECORD_KIND_SMALL {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "expected a small record",
+        });
+    }
+    let key_at = offset + RECORD_HEADER_BYTES;
+    let value_at = key_at + header.key_len as usize;
+    let end = value_at + header.value_len as usize;
+    if end > data.len() {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "record runs past the page",
+        });
+    }
+    Ok(Record {
+        namespace: header.namespace,
+        key: data[key_at..value_at].to_vec(),
+        value: data[value_at..end].to_vec(),
+    })
+}
