@@ -2,6 +2,7 @@
 //!
 //! * [`flash_bench`]: drives the simulated NAND array directly with closed-loop clients and reports
 //!   simulated IOPS, bandwidth and latency, and the simulator's own speed.
+//! * [`workload`]: YCSB core workloads (Load, A-F) generated deterministically from a seed.
 //! * [`sim_speed`]: how fast the simulator copies pages compared with a plain random memory copy of
 //!   the same size on this machine.
 //!
@@ -10,6 +11,7 @@
 
 pub mod flash_bench;
 pub mod sim_speed;
+pub mod workload;
 
 mod latency;
 
