@@ -10,9 +10,10 @@
 //! simulator's own speed is the only wall-clock figure, and is labelled too.
 
 pub mod flash_bench;
+pub mod report;
 pub mod sim_speed;
 pub mod workload;
 
 mod latency;
 
-pub use latency::LatencySummary;
+pub use latency::{LatencyRecorder, LatencySummary};

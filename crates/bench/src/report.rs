@@ -1,0 +1,494 @@
+//! One schema for every benchmark: the JSON object, the terminal table and the plots.
+//!
+//! JSON (`--json PATH`):
+//!
+//! ```text
+//! {"profile": str, "simulated": bool, "seed": int,
+//!  "results": [{"preset": str, "workload": str, "ops": int, "throughput_kops": num,
+//!               "read_latency_us": {"avg","p50","p99","p999","p9999","max"},
+//!               "write_latency_us": {same keys},
+//!               "flash_reads_per_query": {"avg": num, "max": int},
+//!               "index_reads_per_get": {"avg": num, "max": int},
+//!               "compaction_io_share": num, "waf": num, "dram_bytes": {part: int},
+//!               "params": {...}?, "next_latency_us": {...}?, "seek_latency_us": {...}?,
+//!               "note": str?, "sim_requests_per_wall_s": num}]}
+//! ```
+//!
+//! Plots (`--report DIR`): `throughput.svg` (PinK Fig. 8), `flash_reads_per_query.svg` (Fig. 9a),
+//! `read_latency_cdf_<workload>.svg` (Fig. 10), and `index.html`, a self-contained page with all of
+//! them inline and the table.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+use serde::Serialize;
+
+use crate::LatencySummary;
+
+/// Average and largest count per request.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct PerRequest {
+    /// Mean over requests.
+    pub avg: f64,
+    /// Largest.
+    pub max: u64,
+}
+
+/// The figures of one preset on one workload.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchResult {
+    /// Engine preset.
+    pub preset: String,
+    /// Workload name.
+    pub workload: String,
+    /// Requests completed.
+    pub ops: u64,
+    /// Requests per simulated second, in thousands.
+    pub throughput_kops: f64,
+    /// Latency of reads (GETs, scans, seeks), simulated microseconds.
+    pub read_latency_us: LatencySummary,
+    /// Latency of writes (puts, deletes, read-modify-writes), simulated microseconds.
+    pub write_latency_us: LatencySummary,
+    /// Flash page reads of any purpose per request.
+    pub flash_reads_per_query: PerRequest,
+    /// Index (meta or bucket) page reads per GET.
+    pub index_reads_per_get: PerRequest,
+    /// Share of all flash I/O (pages read plus programmed) done by compaction.
+    pub compaction_io_share: f64,
+    /// Write amplification: pages programmed for any purpose per page programmed for user data.
+    pub waf: f64,
+    /// DRAM in use at the end of the run, by part.
+    pub dram_bytes: BTreeMap<String, u64>,
+    /// Parameters particular to this result (prefetch degree, scan length, value size, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub params: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Latency of iterator Next calls, simulated microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_latency_us: Option<LatencySummary>,
+    /// Latency of iterator Seek calls, simulated microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seek_latency_us: Option<LatencySummary>,
+    /// How this result differs from what its name suggests, if it does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The simulator's own speed: requests per wall-clock second.
+    pub sim_requests_per_wall_s: f64,
+    /// Read-latency CDF points for the plots (not part of the JSON).
+    #[serde(skip)]
+    pub read_latency_cdf: Vec<(f64, f64)>,
+}
+
+/// A whole benchmark run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct BenchReport {
+    /// Device profile name.
+    pub profile: String,
+    /// True when the figures come from the virtual clock of simulated flash.
+    pub simulated: bool,
+    /// Seed of every generator in the run.
+    pub seed: u64,
+    /// One entry per preset and workload, in run order.
+    pub results: Vec<BenchResult>,
+}
+
+impl BenchReport {
+    /// The terminal table.
+    pub fn table(&self) -> String {
+        let mut out = String::new();
+        let clock = if self.simulated {
+            "simulated"
+        } else {
+            "wall-clock"
+        };
+        let _ = writeln!(
+            out,
+            "profile {} · seed {} · latencies in {clock} microseconds",
+            self.profile, self.seed
+        );
+        let _ = writeln!(
+            out,
+            "{:<11} {:<5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7} {:>5} {:>6} {:>10}",
+            "preset",
+            "wkld",
+            "KIOPS",
+            "rd avg",
+            "rd p99",
+            "rd p99.9",
+            "rd p99.99",
+            "wr p99",
+            "rd/q",
+            "max",
+            "idx/get",
+            "max",
+            "WAF",
+            "DRAM KiB"
+        );
+        for result in &self.results {
+            let dram: u64 = result.dram_bytes.values().sum();
+            let _ = writeln!(
+                out,
+                "{:<11} {:<5} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>6.2} {:>5} {:>7.2} {:>5} {:>6.2} {:>10}",
+                result.preset,
+                result.workload,
+                result.throughput_kops,
+                result.read_latency_us.avg,
+                result.read_latency_us.p99,
+                result.read_latency_us.p999,
+                result.read_latency_us.p9999,
+                result.write_latency_us.p99,
+                result.flash_reads_per_query.avg,
+                result.flash_reads_per_query.max,
+                result.index_reads_per_get.avg,
+                result.index_reads_per_get.max,
+                result.waf,
+                dram / 1024
+            );
+            if let Some(note) = &result.note {
+                let _ = writeln!(out, "{:<17} note: {note}", "");
+            }
+        }
+        out
+    }
+
+    /// Writes the plots and `index.html` into `directory` (created if needed); returns the files.
+    pub fn write_plots(&self, directory: &Path) -> io::Result<Vec<PathBuf>> {
+        fs::create_dir_all(directory)?;
+        let mut files = Vec::new();
+        let presets = unique(self.results.iter().map(|result| result.preset.clone()));
+        let workloads = unique(self.results.iter().map(|result| result.workload.clone()));
+        let clock = if self.simulated {
+            "simulated"
+        } else {
+            "wall-clock"
+        };
+
+        let throughput = directory.join("throughput.svg");
+        grouped_bars(
+            &throughput,
+            &format!("Throughput ({clock}), profile {}", self.profile),
+            "KIOPS",
+            &presets,
+            &workloads,
+            |preset, workload| {
+                self.find(preset, workload)
+                    .map(|result| result.throughput_kops)
+            },
+        )?;
+        files.push(throughput);
+
+        let reads = directory.join("flash_reads_per_query.svg");
+        grouped_bars(
+            &reads,
+            "Flash page reads per query (average)",
+            "reads / query",
+            &presets,
+            &workloads,
+            |preset, workload| {
+                self.find(preset, workload)
+                    .map(|result| result.flash_reads_per_query.avg)
+            },
+        )?;
+        files.push(reads);
+
+        for workload in &workloads {
+            let series: Vec<(String, Vec<(f64, f64)>)> = presets
+                .iter()
+                .filter_map(|preset| {
+                    self.find(preset, workload)
+                        .filter(|result| !result.read_latency_cdf.is_empty())
+                        .map(|result| (preset.clone(), result.read_latency_cdf.clone()))
+                })
+                .collect();
+            if series.is_empty() {
+                continue;
+            }
+            let path = directory.join(format!("read_latency_cdf_{workload}.svg"));
+            cdf_plot(
+                &path,
+                &format!("Read latency CDF, workload {workload} ({clock})"),
+                &series,
+            )?;
+            files.push(path);
+        }
+
+        let html = directory.join("index.html");
+        fs::write(&html, self.html(&files)?)?;
+        files.push(html);
+        Ok(files)
+    }
+
+    fn find(&self, preset: &str, workload: &str) -> Option<&BenchResult> {
+        self.results
+            .iter()
+            .find(|result| result.preset == preset && result.workload == workload)
+    }
+
+    fn html(&self, svgs: &[PathBuf]) -> io::Result<String> {
+        let mut page = String::from(
+            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kvssd bench</title>\
+             <style>body{font-family:sans-serif;margin:2em}pre{font-size:12px}figure{margin:1em 0}</style>\
+             </head><body>\n",
+        );
+        let _ = writeln!(
+            page,
+            "<h1>kvssd bench</h1><p>profile <b>{}</b>, seed {}, {} figures.</p>",
+            escape(&self.profile),
+            self.seed,
+            if self.simulated {
+                "simulated (virtual clock)"
+            } else {
+                "wall-clock"
+            }
+        );
+        for svg in svgs {
+            let content = fs::read_to_string(svg)?;
+            let _ = writeln!(page, "<figure>{content}</figure>");
+        }
+        let _ = writeln!(page, "<h2>Table</h2><pre>{}</pre>", escape(&self.table()));
+        page.push_str("</body></html>\n");
+        Ok(page)
+    }
+}
+
+fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
+    let mut seen = Vec::new();
+    for item in items {
+        if !seen.contains(&item) {
+            seen.push(item);
+        }
+    }
+    seen
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+fn plot_error(error: impl std::fmt::Display) -> io::Error {
+    io::Error::other(format!("plot: {error}"))
+}
+
+fn grouped_bars(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    presets: &[String],
+    workloads: &[String],
+    value: impl Fn(&str, &str) -> Option<f64>,
+) -> io::Result<()> {
+    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let group = presets.len() as f64 + 1.0;
+    let width = workloads.len() as f64 * group;
+    let top = workloads
+        .iter()
+        .flat_map(|workload| presets.iter().filter_map(|preset| value(preset, workload)))
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0f64..width, 0f64..top)
+        .map_err(plot_error)?;
+    let label_of = |x: &f64| {
+        let group_index = (*x / group).floor() as usize;
+        let within = *x - group_index as f64 * group;
+        if (within - group / 2.0).abs() < 0.5 {
+            workloads.get(group_index).cloned().unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(workloads.len() * group as usize * 2)
+        .x_label_formatter(&label_of)
+        .y_desc(y_label)
+        .draw()
+        .map_err(plot_error)?;
+    for (index, preset) in presets.iter().enumerate() {
+        let color = Palette99::pick(index).to_rgba();
+        let bars: Vec<Rectangle<(f64, f64)>> = workloads
+            .iter()
+            .enumerate()
+            .filter_map(|(group_index, workload)| {
+                value(preset, workload).map(|height| {
+                    let left = group_index as f64 * group + 0.5 + index as f64;
+                    Rectangle::new([(left, 0.0), (left + 0.9, height)], color.filled())
+                })
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(plot_error)?
+            .label(preset.as_str())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(plot_error)?;
+    root.present().map_err(plot_error)
+}
+
+fn cdf_plot(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)]) -> io::Result<()> {
+    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let all = series.iter().flat_map(|(_, points)| points.iter());
+    let (low, high) = all.fold((f64::MAX, 0.0f64), |(low, high), &(x, _)| {
+        (low.min(x), high.max(x))
+    });
+    let low = (low * 0.8).max(0.01);
+    let high = (high * 1.25).max(low * 10.0);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(50)
+        .build_cartesian_2d((low..high).log_scale(), 0f64..1.0)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc("latency (us, log scale)")
+        .y_desc("fraction of reads")
+        .draw()
+        .map_err(plot_error)?;
+    for (index, (name, points)) in series.iter().enumerate() {
+        let color = Palette99::pick(index).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_error)?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(plot_error)?;
+    root.present().map_err(plot_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::latency::LatencyRecorder;
+
+    fn result(preset: &str, workload: &str, kops: f64) -> BenchResult {
+        let mut latencies = LatencyRecorder::new();
+        for ns in [1_000, 2_000, 5_000, 100_000] {
+            latencies.record(ns);
+        }
+        BenchResult {
+            preset: preset.into(),
+            workload: workload.into(),
+            ops: 4,
+            throughput_kops: kops,
+            read_latency_us: latencies.summary(),
+            read_latency_cdf: latencies.cdf_points(),
+            dram_bytes: BTreeMap::from([("l0".to_string(), 4096)]),
+            ..BenchResult::default()
+        }
+    }
+
+    fn report() -> BenchReport {
+        BenchReport {
+            profile: "test".into(),
+            simulated: true,
+            seed: 3,
+            results: vec![
+                result("pink", "a", 10.0),
+                result("hash", "a", 5.0),
+                result("pink", "c", 12.0),
+            ],
+        }
+    }
+
+    #[test]
+    fn report_json_has_the_schema_keys() {
+        let json = serde_json::to_value(report()).expect("serialises");
+        assert_eq!(json["profile"], "test");
+        assert_eq!(json["simulated"], true);
+        let first = &json["results"][0];
+        for key in [
+            "preset",
+            "workload",
+            "ops",
+            "throughput_kops",
+            "read_latency_us",
+            "write_latency_us",
+            "flash_reads_per_query",
+            "index_reads_per_get",
+            "compaction_io_share",
+            "waf",
+            "dram_bytes",
+        ] {
+            assert!(first.get(key).is_some(), "{key} missing: {first}");
+        }
+        for key in ["avg", "p50", "p99", "p999", "p9999", "max"] {
+            assert!(first["read_latency_us"].get(key).is_some(), "{key}");
+        }
+        assert!(
+            first.get("read_latency_cdf").is_none(),
+            "plot data stays out of the JSON"
+        );
+        assert!(first.get("params").is_none(), "absent options are omitted");
+        assert_eq!(first["dram_bytes"]["l0"], 4096);
+    }
+
+    #[test]
+    fn report_plots_and_page_are_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let files = report().write_plots(dir.path()).expect("plots");
+        let names: Vec<String> = files
+            .iter()
+            .filter_map(|path| {
+                path.file_name()
+                    .map(|name| name.to_string_lossy().into_owned())
+            })
+            .collect();
+        for expected in [
+            "throughput.svg",
+            "flash_reads_per_query.svg",
+            "read_latency_cdf_a.svg",
+            "read_latency_cdf_c.svg",
+            "index.html",
+        ] {
+            assert!(
+                names.iter().any(|name| name == expected),
+                "{expected} in {names:?}"
+            );
+        }
+        let svg = fs::read_to_string(dir.path().join("throughput.svg")).expect("svg");
+        assert!(svg.starts_with("<svg") && svg.contains("pink") && svg.contains("hash"));
+        let html = fs::read_to_string(dir.path().join("index.html")).expect("html");
+        assert!(html.contains("<svg") && html.contains("KIOPS"));
+        assert!(!html.contains("src=\""), "the page is self-contained");
+    }
+
+    #[test]
+    fn report_table_lists_every_result() {
+        let table = report().table();
+        assert_eq!(table.lines().count(), 2 + 3);
+        assert!(table.contains("simulated microseconds"));
+    }
+}
