@@ -11,6 +11,7 @@
 
 pub mod flash_bench;
 pub mod report;
+pub mod runner;
 pub mod sim_speed;
 pub mod workload;
 

@@ -59,8 +59,9 @@ pub struct BenchResult {
     pub index_reads_per_get: PerRequest,
     /// Share of all flash I/O (pages read plus programmed) done by compaction.
     pub compaction_io_share: f64,
-    /// Write amplification: pages programmed for any purpose per page programmed for user data.
-    pub waf: f64,
+    /// Write amplification over the run: bytes programmed for any purpose per byte programmed for user
+    /// data; `null` when the run wrote no user data.
+    pub waf: Option<f64>,
     /// DRAM in use at the end of the run, by part.
     pub dram_bytes: BTreeMap<String, u64>,
     /// Parameters particular to this result (prefetch degree, scan length, value size, ...).
@@ -144,7 +145,7 @@ impl BenchReport {
                 result.flash_reads_per_query.max,
                 result.index_reads_per_get.avg,
                 result.index_reads_per_get.max,
-                result.waf,
+                result.waf.unwrap_or(f64::NAN),
                 dram / 1024
             );
             if let Some(note) = &result.note {

@@ -1,0 +1,426 @@
+//! The closed-loop runner of the workload benchmarks, on the virtual clock.
+//!
+//! `clients` clients (64 by default, PinK's queue depth) each keep one request outstanding. A client
+//! issues its next request at the simulated time its previous one completed; requests are issued in
+//! time order from a priority queue of client ready times, so the store sees a causal stream and its
+//! background work (flush, compaction, GC) delays foreground requests only through the timing model
+//! of the flash it shares with them. Each request's latency is its completion time minus its issue
+//! time.
+//!
+//! Per request, the runner takes the flash counters before and after, so "flash reads per query"
+//! (pages read for user data and index, averaged and maximum) and "index reads per GET" are exact
+//! counts of what each request caused, including any flush or compaction it had to wait for.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Instant;
+
+use kvssd_flash::{Counters, Purpose, SimTime};
+
+use crate::latency::LatencyRecorder;
+use crate::report::{BenchResult, PerRequest};
+use crate::workload::{key_of, value_of, Generator, Request, WorkloadSpec};
+
+/// Why a store refused a request.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    /// The store does not support the operation (range scans on a hash index).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+    /// Anything else; the run stops.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// A key-value store driven on the virtual clock.
+pub trait SimTarget {
+    /// Stores `value` under `key`, issued at `at`; returns the completion time.
+    fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime, TargetError>;
+    /// Reads `key`, issued at `at`; returns the value (if any) and the completion time.
+    fn get(&mut self, at: SimTime, key: &[u8]) -> Result<(Option<Vec<u8>>, SimTime), TargetError>;
+    /// Reads up to `count` pairs in key order from `start`; returns how many and the completion time.
+    fn scan(
+        &mut self,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(usize, SimTime), TargetError>;
+    /// The flash counters so far.
+    fn counters(&self) -> Counters;
+    /// DRAM in use, by part.
+    fn dram_bytes(&self) -> BTreeMap<String, u64>;
+}
+
+/// What one workload run needs to know.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// Preset name, for the result.
+    pub preset: String,
+    /// The workload.
+    pub workload: WorkloadSpec,
+    /// Keys already loaded (key numbers `0..loaded`); 0 for Load.
+    pub loaded: u64,
+    /// Requests to issue.
+    pub operations: u64,
+    /// Closed-loop clients.
+    pub clients: u32,
+    /// Key size, bytes.
+    pub key_bytes: usize,
+    /// Value size, bytes.
+    pub value_bytes: usize,
+    /// Seed of the request generator.
+    pub seed: u64,
+}
+
+/// The outcome of one run: its figures, where the clock stands, and how many keys exist now.
+#[derive(Debug)]
+pub struct RunOutcome {
+    /// The figures.
+    pub result: BenchResult,
+    /// Simulated time when the last request completed.
+    pub finished_at: SimTime,
+    /// Keys inserted so far (loaded plus inserted by this run).
+    pub keys: u64,
+}
+
+/// Called with the number of requests completed so far, every few thousand requests.
+pub type Progress<'a> = &'a mut dyn FnMut(u64);
+
+/// Runs one workload against `target` starting at simulated time `start`.
+pub fn run(
+    target: &mut dyn SimTarget,
+    config: &RunConfig,
+    start: SimTime,
+    progress: Progress<'_>,
+) -> Result<RunOutcome, TargetError> {
+    let mut generator = Generator::new(
+        config.workload.clone(),
+        config.loaded,
+        config.operations,
+        config.seed,
+    );
+    let mut versions: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut reads = LatencyRecorder::new();
+    let mut writes = LatencyRecorder::new();
+    let mut reads_per_query_max = 0u64;
+    let mut index_reads_total = 0u64;
+    let mut index_reads_max = 0u64;
+    let mut gets = 0u64;
+    let mut scans_as_gets = false;
+    let mut clients: BinaryHeap<Reverse<(SimTime, u32)>> = (0..config.clients.max(1))
+        .map(|client| Reverse((start, client)))
+        .collect();
+    let before = target.counters();
+    let wall = Instant::now();
+    let mut finished_at = start;
+    let mut completed = 0u64;
+    while completed < config.operations {
+        let Some(Reverse((issue, client))) = clients.pop() else {
+            break;
+        };
+        let request = generator.next_request();
+        let counters_before = target.counters();
+        let (done, is_read, get_count) = match request {
+            Request::Read(number) => {
+                let key = key_of(number, config.key_bytes);
+                let (value, done) = target.get(issue, &key)?;
+                check_value(number, value.as_deref())?;
+                (done, true, 1)
+            }
+            Request::Update(number) | Request::Insert(number) => {
+                let version = versions.entry(number).or_insert(0);
+                *version += 1;
+                let value = value_of(number, *version, config.value_bytes);
+                let done = target.put(issue, &key_of(number, config.key_bytes), &value)?;
+                (done, false, 0)
+            }
+            Request::ReadModifyWrite(number) => {
+                let key = key_of(number, config.key_bytes);
+                let (value, read_done) = target.get(issue, &key)?;
+                check_value(number, value.as_deref())?;
+                let version = versions.entry(number).or_insert(0);
+                *version += 1;
+                let value = value_of(number, *version, config.value_bytes);
+                (target.put(read_done, &key, &value)?, false, 1)
+            }
+            Request::Scan { start, length } => {
+                let key = key_of(start, config.key_bytes);
+                match target.scan(issue, &key, length as usize) {
+                    Ok((_, done)) => (done, true, 0),
+                    Err(TargetError::Unsupported(_)) => {
+                        // A client of a hash KV-SSD scans its own key space with point GETs, as
+                        // PinK's evaluation runs YCSB-E on its Hash baseline.
+                        // One client issues them one after another.
+                        scans_as_gets = true;
+                        let mut done = issue;
+                        let last = (start + u64::from(length)).min(generator.inserted());
+                        for number in start..last {
+                            let (value, got) =
+                                target.get(done, &key_of(number, config.key_bytes))?;
+                            check_value(number, value.as_deref())?;
+                            done = got;
+                        }
+                        (done, true, last - start)
+                    }
+                    Err(other) => return Err(other),
+                }
+            }
+        };
+        let phase = target.counters() - counters_before;
+        let page_reads = phase.of(Purpose::UserData).reads + phase.of(Purpose::Index).reads;
+        reads_per_query_max = reads_per_query_max.max(page_reads);
+        if get_count > 0 {
+            let index = phase.of(Purpose::Index).reads;
+            index_reads_total += index;
+            index_reads_max = index_reads_max.max(index.div_ceil(get_count));
+            gets += get_count;
+        }
+        let latency = done.saturating_sub(issue);
+        if is_read {
+            reads.record(latency);
+        } else {
+            writes.record(latency);
+        }
+        finished_at = finished_at.max(done);
+        clients.push(Reverse((done, client)));
+        completed += 1;
+        if completed % 4096 == 0 {
+            progress(completed);
+        }
+    }
+    progress(completed);
+    let wall_seconds = wall.elapsed().as_secs_f64();
+    let phase = target.counters() - before;
+    let elapsed_s = (finished_at - start) as f64 / 1e9;
+    let user_and_index_reads = phase.of(Purpose::UserData).reads + phase.of(Purpose::Index).reads;
+    let all_io = phase.total().reads + phase.total().programs;
+    let compaction = phase.of(Purpose::Compaction);
+    let result = BenchResult {
+        preset: config.preset.clone(),
+        workload: config.workload.name.to_string(),
+        ops: completed,
+        throughput_kops: if elapsed_s > 0.0 {
+            completed as f64 / elapsed_s / 1e3
+        } else {
+            0.0
+        },
+        read_latency_us: reads.summary(),
+        write_latency_us: writes.summary(),
+        flash_reads_per_query: PerRequest {
+            avg: user_and_index_reads as f64 / completed.max(1) as f64,
+            max: reads_per_query_max,
+        },
+        index_reads_per_get: PerRequest {
+            avg: index_reads_total as f64 / gets.max(1) as f64,
+            max: index_reads_max,
+        },
+        compaction_io_share: if all_io > 0 {
+            (compaction.reads + compaction.programs) as f64 / all_io as f64
+        } else {
+            0.0
+        },
+        waf: phase.write_amplification(),
+        dram_bytes: target.dram_bytes(),
+        note: scans_as_gets.then(|| {
+            "scans served as point GETs of the next keys of the key space (the store cannot scan)"
+                .to_string()
+        }),
+        sim_requests_per_wall_s: completed as f64 / wall_seconds.max(1e-9),
+        read_latency_cdf: reads.cdf_points(),
+        ..BenchResult::default()
+    };
+    Ok(RunOutcome {
+        result,
+        finished_at,
+        keys: generator.inserted(),
+    })
+}
+
+/// A GET of an existing key must return that key's value: values carry their key number.
+fn check_value(number: u64, value: Option<&[u8]>) -> Result<(), TargetError> {
+    match value {
+        None => Err(TargetError::Failed(format!(
+            "key number {number} was written but a GET found nothing"
+        ))),
+        Some(value) if value.len() >= 8 && value[..8] != number.to_le_bytes() => {
+            Err(TargetError::Failed(format!(
+                "key number {number} returned the value of another key"
+            )))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvssd_flash::{BlockAddress, Flash, Geometry, PageAddress, Profile};
+    use std::collections::HashMap;
+
+    /// One flash page per write, appended over the dies: a store simple enough to predict exactly.
+    struct PagePerKey {
+        flash: Flash,
+        pages: HashMap<Vec<u8>, PageAddress>,
+        next: u64,
+        scans: bool,
+    }
+
+    impl PagePerKey {
+        fn new(scans: bool) -> Self {
+            let profile = Profile::test_min();
+            let geometry = Geometry {
+                blocks_per_die: 256,
+                page_bytes: 2048,
+                ..profile.geometry
+            };
+            PagePerKey {
+                flash: Flash::new(geometry, Some(profile.timing)).expect("valid"),
+                pages: HashMap::new(),
+                next: 0,
+                scans,
+            }
+        }
+    }
+
+    impl SimTarget for PagePerKey {
+        fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime, TargetError> {
+            let geometry = *self.flash.geometry();
+            let dies = u64::from(geometry.dies());
+            let die = (self.next % dies) as u32;
+            let stripe = self.next / dies;
+            self.next += 1;
+            let page = BlockAddress {
+                die,
+                block: (stripe / u64::from(geometry.pages_per_block)) as u32,
+            }
+            .page((stripe % u64::from(geometry.pages_per_block)) as u32);
+            let mut data = vec![0u8; geometry.page_bytes as usize];
+            data[..value.len()].copy_from_slice(value);
+            let done = self
+                .flash
+                .program(at, page, Purpose::UserData, &data, &[value.len() as u8])
+                .map_err(|error| TargetError::Failed(error.to_string()))?;
+            self.pages.insert(key.to_vec(), page);
+            Ok(done)
+        }
+
+        fn get(
+            &mut self,
+            at: SimTime,
+            key: &[u8],
+        ) -> Result<(Option<Vec<u8>>, SimTime), TargetError> {
+            let Some(&page) = self.pages.get(key) else {
+                return Ok((None, at));
+            };
+            let mut data = vec![0u8; self.flash.geometry().page_bytes as usize];
+            let mut length = [0u8; 1];
+            let read = self
+                .flash
+                .read(at, page, Purpose::UserData, &mut data, &mut length)
+                .map_err(|error| TargetError::Failed(error.to_string()))?;
+            data.truncate(usize::from(length[0]));
+            Ok((Some(data), read.done_at))
+        }
+
+        fn scan(
+            &mut self,
+            at: SimTime,
+            _: &[u8],
+            count: usize,
+        ) -> Result<(usize, SimTime), TargetError> {
+            if self.scans {
+                Ok((count, at + 1_000))
+            } else {
+                Err(TargetError::Unsupported("no scans".into()))
+            }
+        }
+
+        fn counters(&self) -> Counters {
+            self.flash.counters()
+        }
+
+        fn dram_bytes(&self) -> BTreeMap<String, u64> {
+            BTreeMap::from([("map".to_string(), self.pages.len() as u64 * 64)])
+        }
+    }
+
+    fn config(workload: &str, loaded: u64, operations: u64, clients: u32) -> RunConfig {
+        RunConfig {
+            preset: "page-per-key".into(),
+            workload: WorkloadSpec::by_name(workload).expect("workload"),
+            loaded,
+            operations,
+            clients,
+            key_bytes: 16,
+            value_bytes: 100,
+            seed: 5,
+        }
+    }
+
+    #[test]
+    fn runner_counts_reads_latency_and_throughput_exactly() {
+        let mut store = PagePerKey::new(true);
+        let load = run(&mut store, &config("load", 0, 500, 8), 0, &mut |_| {}).expect("load");
+        assert_eq!(load.keys, 500);
+        assert_eq!(load.result.ops, 500);
+        assert_eq!(load.result.waf, Some(1.0), "one program per put");
+        let start = store.flash.quiescent_at();
+        let read = run(&mut store, &config("c", 500, 2_000, 1), start, &mut |_| {}).expect("c");
+        let alone = Profile::test_min().timing.read_alone_ns(2048) as f64 / 1_000.0;
+        // One client, one page read per GET on an idle device: every latency is one read alone
+        // (to the histogram's three significant digits).
+        assert!((read.result.read_latency_us.max - alone).abs() <= alone * 0.001);
+        assert!((read.result.read_latency_us.p50 - alone).abs() <= alone * 0.001);
+        assert!((read.result.throughput_kops - 1_000.0 / alone).abs() < 0.01);
+        assert_eq!(read.result.flash_reads_per_query.avg, 1.0);
+        assert_eq!(read.result.flash_reads_per_query.max, 1);
+        assert_eq!(read.result.index_reads_per_get.max, 0);
+        assert_eq!(read.result.waf, None, "no writes, no write amplification");
+        assert!(read.result.sim_requests_per_wall_s > 0.0);
+    }
+
+    #[test]
+    fn runner_overlaps_clients_on_the_virtual_clock() {
+        let mut serial = PagePerKey::new(true);
+        run(&mut serial, &config("load", 0, 400, 64), 0, &mut |_| {}).expect("load");
+        let mut parallel = PagePerKey::new(true);
+        run(&mut parallel, &config("load", 0, 400, 64), 0, &mut |_| {}).expect("load");
+        let start = serial.flash.quiescent_at();
+        let one = run(&mut serial, &config("c", 400, 2_000, 1), start, &mut |_| {}).expect("c");
+        let many = run(
+            &mut parallel,
+            &config("c", 400, 2_000, 16),
+            start,
+            &mut |_| {},
+        )
+        .expect("c");
+        assert!(many.result.throughput_kops > 2.0 * one.result.throughput_kops);
+    }
+
+    #[test]
+    fn runner_serves_scans_as_gets_when_the_store_cannot_scan() {
+        let mut store = PagePerKey::new(false);
+        run(&mut store, &config("load", 0, 300, 8), 0, &mut |_| {}).expect("load");
+        let start = store.flash.quiescent_at();
+        let scans = run(&mut store, &config("e", 300, 200, 4), start, &mut |_| {}).expect("e");
+        assert!(scans
+            .result
+            .note
+            .as_deref()
+            .is_some_and(|note| note.contains("point GETs")));
+        assert!(scans.result.flash_reads_per_query.avg > 5.0);
+        let mut scanning = PagePerKey::new(true);
+        run(&mut scanning, &config("load", 0, 300, 8), 0, &mut |_| {}).expect("load");
+        let native = run(&mut scanning, &config("e", 300, 200, 4), start, &mut |_| {}).expect("e");
+        assert!(native.result.note.is_none());
+    }
+
+    #[test]
+    fn runner_detects_a_store_that_loses_writes() {
+        let mut store = PagePerKey::new(true);
+        run(&mut store, &config("load", 0, 100, 4), 0, &mut |_| {}).expect("load");
+        store.pages.clear();
+        let error = run(&mut store, &config("c", 100, 10, 1), 0, &mut |_| {}).expect_err("lost");
+        assert!(error.to_string().contains("found nothing"));
+    }
+}
