@@ -1,1 +1,34 @@
-//! The engine layer of kvssd.
+//! The engine layer of kvssd: the indexes that map keys to value records on flash.
+//!
+//! * [`lsm`]: the LSM-tree of PinK (ATC'20 §4) and its LightStore baseline, one engine configured by a
+//!   [`Preset`]: level pinning, 4-byte prefixes and range pointers (fractional cascading) for `pink`;
+//!   per-segment Bloom filters sized by Monkey's allocation for `lightstore`.
+//! * A sibling `hash` module (PinK §2.3, KAML §IV-C) will share the configuration, errors, CPU cost
+//!   model and the space layer below.
+//!
+//! Every operation takes the simulated time at which it is issued and returns the time at which it
+//! completes; flash I/O and controller computation ([`CpuCosts`]) both occupy simulated time.
+//!
+//! ```
+//! use kvssd_engine::{EngineConfig, LsmEngine, Preset};
+//! use kvssd_flash::{Flash, Profile};
+//!
+//! let profile = Profile::test_min();
+//! let flash = Flash::new(profile.geometry, Some(profile.timing)).unwrap();
+//! let mut engine = LsmEngine::open(flash, EngineConfig::test_min(Preset::Pink)).unwrap();
+//! let done = engine.put(0, b"key", b"value").unwrap();
+//! let (value, _) = engine.get(done, b"key").unwrap();
+//! assert_eq!(value.as_deref(), Some(&b"value"[..]));
+//! ```
+
+mod config;
+mod cpu;
+mod error;
+pub mod lsm;
+mod stats;
+
+pub use config::{EngineConfig, Features, GcPolicy, Preset, KEY_BYTES_MAX, VALUE_BYTES_MAX};
+pub use cpu::{CpuCosts, CpuCounts};
+pub use error::EngineError;
+pub use lsm::LsmEngine;
+pub use stats::{BloomLevelStats, DramUsage, EngineStats, LevelStats, ReadHistogram};

@@ -885,6 +885,11 @@ impl Space {
     /// which spreads erases (KAML §IV-E). A block whose every byte is valid is never a victim: it
     /// would cost a copy and reclaim nothing.
     pub fn pick_victim(&self) -> Option<u64> {
+        self.pick_victim_with(|_, _| true)
+    }
+
+    /// Like [`Space::pick_victim`], among the blocks `allow(stream, valid_bytes)` accepts.
+    pub fn pick_victim_with(&self, allow: impl Fn(Stream, u64) -> bool) -> Option<u64> {
         let per_block = self.geometry.pages_per_block;
         let block_bytes = self.geometry.block_bytes();
         let counts: Vec<u32> = (0..self.geometry.blocks_total())
@@ -898,7 +903,10 @@ impl Space {
         let most = counts.iter().copied().max().unwrap_or(0);
         let mut best: Option<(f64, u64)> = None;
         for (index, info) in self.blocks.iter().enumerate() {
-            if info.usage == BlockUse::Free || info.valid_bytes >= block_bytes {
+            let BlockUse::Used(stream) = info.usage else {
+                continue;
+            };
+            if info.valid_bytes >= block_bytes || !allow(stream, info.valid_bytes) {
                 continue;
             }
             let address = self.block_address(index as u64);

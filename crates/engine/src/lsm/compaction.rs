@@ -1,0 +1,287 @@
+//! Flush, compaction (leveling) and level pinning.
+//!
+//! Every step — flush L0 into L1, merge Li into Li+1, unpin a level — first makes sure the free pool
+//! can supply all the pages it may write, then runs to completion: a step that cannot get its space
+//! does not start, so the tree is always consistent (levels may only stay over capacity).
+
+use std::collections::BTreeMap;
+
+use kvssd_flash::{Purpose, SimTime};
+use kvssd_space::RecordPointer;
+
+use super::bloom::Bloom;
+use super::level::{self, prefix_of, Level, Segment};
+use super::segment::{self, Entry};
+use super::{Admission, LsmEngine, Result, Step};
+use crate::EngineError;
+
+impl LsmEngine {
+    /// Flushes L0: values to data segments, keys and pointers merged into L1, then merges down any
+    /// level over capacity and unpins levels if DRAM ran short.
+    pub(super) fn flush(&mut self, at: SimTime, admission: Admission) -> Result<SimTime> {
+        let mut t = self.ensure_space(at, Step::Flush, admission)?;
+        if self.l0.is_empty() {
+            return Ok(t);
+        }
+        let pairs = std::mem::take(&mut self.l0);
+        let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
+        let result = self.write_values(t, &pairs);
+        let (entries, written) = match result {
+            Ok(done) => done,
+            Err(error) => {
+                // Keep the pairs: the step failed before anything referenced the new records.
+                self.l0 = pairs;
+                self.l0_bytes = l0_bytes;
+                return Err(error);
+            }
+        };
+        t = self.charge(written);
+        t = self.merge_into(t, entries, 0)?;
+        self.activity.flushes += 1;
+        t = self.cascade(t)?;
+        self.enforce_dram(t)
+    }
+
+    /// Merges down every level over capacity, top first. A merge that cannot get its space is
+    /// deferred to the next flush.
+    fn cascade(&mut self, at: SimTime) -> Result<SimTime> {
+        let mut t = at;
+        loop {
+            let over = (0..self.levels.len()).find(|&index| {
+                self.levels[index].entries > self.level_capacity(index)
+                    && (index + 1 < self.levels.len() || self.levels.len() < self.levels_max)
+            });
+            let Some(index) = over else {
+                return Ok(t);
+            };
+            match self.compact_level(t, index) {
+                Ok(done) => t = done,
+                Err(EngineError::CapacityExceeded(_)) => {
+                    self.activity.compactions_deferred += 1;
+                    return Ok(t);
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+
+    /// Merges level `index` into the next one and empties it.
+    fn compact_level(&mut self, at: SimTime, index: usize) -> Result<SimTime> {
+        let mut t = self.ensure_space(at, Step::Merge(index), Admission::Reserve)?;
+        let (upper, read) = self.level_entries(t, index, Purpose::Compaction)?;
+        t = read;
+        t = self.merge_into(t, upper, index + 1)?;
+        let old = std::mem::take(&mut self.levels[index].segments);
+        for segment in old {
+            if let Some(page) = segment.page {
+                self.space.invalidate_meta(page);
+            }
+        }
+        self.levels[index].entries = 0;
+        self.levels[index].key_bytes = 0;
+        if index > 0 {
+            let (upper, lower) = self.levels.split_at_mut(index);
+            level::link(&mut upper[index - 1], &lower[0], &mut self.cpu_pending);
+        }
+        self.activity.compactions += 1;
+        Ok(self.charge(t))
+    }
+
+    /// Every entry of a level, in order (pinned: from DRAM; else read, all pages issued at `at`).
+    pub(super) fn level_entries(
+        &mut self,
+        at: SimTime,
+        index: usize,
+        purpose: Purpose,
+    ) -> Result<(Vec<Entry>, SimTime)> {
+        let mut done = at;
+        let mut all = Vec::new();
+        let Some(level) = self.levels.get(index) else {
+            return Ok((all, at));
+        };
+        for segment in 0..level.segments.len() {
+            let (entries, finished) = Self::segment_entries_of(
+                &mut self.space,
+                &self.levels[index],
+                at,
+                segment,
+                purpose,
+            )?;
+            done = done.max(finished);
+            all.extend(entries);
+        }
+        Ok((all, done))
+    }
+
+    /// Merges sorted `upper` entries (newer) into level `target` (creating it if it is the next
+    /// one), writing the level anew. Superseded records are reported to the space layer; tombstones
+    /// are dropped when `target` is the last level.
+    pub(super) fn merge_into(
+        &mut self,
+        at: SimTime,
+        upper: Vec<Entry>,
+        target: usize,
+    ) -> Result<SimTime> {
+        let mut t = at;
+        if target == self.levels.len() {
+            self.levels.push(Level {
+                pinned: self.features.pinning && target < self.pinned_target,
+                ..Level::default()
+            });
+        }
+        let (lower, read) = self.level_entries(t, target, Purpose::Compaction)?;
+        t = read;
+        let last = target + 1 == self.levels.len();
+        let mut merged = Vec::with_capacity(upper.len() + lower.len());
+        let mut superseded: Vec<Entry> = Vec::new();
+        let mut upper = upper.into_iter().peekable();
+        let mut lower = lower.into_iter().peekable();
+        loop {
+            let take_upper = match (upper.peek(), lower.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(u), Some(l)) => match self.cpu_pending.compare(&u.key, &l.key) {
+                    std::cmp::Ordering::Less => true,
+                    std::cmp::Ordering::Greater => false,
+                    std::cmp::Ordering::Equal => {
+                        // The newer entry wins; the older one's record is garbage now.
+                        if let Some(old) = lower.next() {
+                            superseded.push(old);
+                        }
+                        true
+                    }
+                },
+            };
+            let next = if take_upper {
+                upper.next()
+            } else {
+                lower.next()
+            };
+            let Some(entry) = next else { break };
+            self.cpu_pending.entries_merged += 1;
+            self.cpu_pending.bytes_copied += entry.encoded_bytes() as u64;
+            if last && entry.is_tombstone() {
+                continue;
+            }
+            merged.push(entry);
+        }
+        t = self.charge(t);
+        let pinned = self.levels[target].pinned;
+        let bits = self.bloom_bits_for(target);
+        let key_bytes: u64 = merged.iter().map(|entry| entry.key.len() as u64).sum();
+        let count = merged.len() as u64;
+        let mut new_segments = Vec::new();
+        let mut done = t;
+        for entries in segment::pack(merged, self.page_bytes) {
+            let start_key = entries[0].key.clone();
+            let bloom = (self.features.bloom_filters && bits > 0.0).then(|| {
+                Bloom::build(
+                    entries.iter().map(|entry| entry.key.as_slice()),
+                    bits,
+                    &mut self.cpu_pending,
+                )
+            });
+            let (page, entries) = if pinned {
+                (None, Some(entries))
+            } else {
+                let image = segment::encode(&entries, self.page_bytes);
+                let (page, finished) = self.space.write_meta(t, Purpose::Compaction, &image)?;
+                done = done.max(finished);
+                (Some(page), None)
+            };
+            new_segments.push(Segment {
+                prefix: prefix_of(&start_key),
+                start_key,
+                range_pointer: 0,
+                page,
+                entries,
+                bloom,
+            });
+        }
+        t = done;
+        let level = &mut self.levels[target];
+        let old = std::mem::replace(&mut level.segments, new_segments);
+        level.entries = count;
+        level.key_bytes = key_bytes;
+        for segment in old {
+            if let Some(page) = segment.page {
+                self.space.invalidate_meta(page);
+            }
+        }
+        for entry in superseded {
+            if !entry.is_tombstone() {
+                self.space.invalidate_record(
+                    RecordPointer::from_raw(entry.pointer),
+                    entry.key.len(),
+                    entry.value_len as usize,
+                );
+            }
+        }
+        self.relink(target);
+        if last {
+            self.activity.last_level_compactions += 1;
+        }
+        Ok(self.charge(t))
+    }
+
+    /// Recomputes the range pointers into and out of level `index`.
+    fn relink(&mut self, index: usize) {
+        if !self.features.range_pointers {
+            return;
+        }
+        if index > 0 {
+            let (upper, lower) = self.levels.split_at_mut(index);
+            level::link(&mut upper[index - 1], &lower[0], &mut self.cpu_pending);
+        }
+        if index + 1 < self.levels.len() {
+            let (upper, lower) = self.levels.split_at_mut(index + 1);
+            level::link(&mut upper[index], &lower[0], &mut self.cpu_pending);
+        }
+    }
+
+    /// Unpins the deepest pinned level while DRAM exceeds the budget: its segments are written to
+    /// flash and dropped from DRAM, and no level that deep is pinned again.
+    pub(super) fn enforce_dram(&mut self, at: SimTime) -> Result<SimTime> {
+        let mut t = at;
+        while self.dram_usage().total() > self.dram_budget {
+            let Some(index) = self.levels.iter().rposition(|level| level.pinned) else {
+                return Ok(t);
+            };
+            t = match self.ensure_space(t, Step::Unpin(index), Admission::Reserve) {
+                Ok(t) => t,
+                Err(EngineError::CapacityExceeded(_)) => return Ok(t),
+                Err(error) => return Err(error),
+            };
+            let mut done = t;
+            for slot in 0..self.levels[index].segments.len() {
+                let Some(entries) = self.levels[index].segments[slot].entries.take() else {
+                    continue;
+                };
+                let image = segment::encode(&entries, self.page_bytes);
+                let (page, finished) = self.space.write_meta(t, Purpose::Compaction, &image)?;
+                done = done.max(finished);
+                self.levels[index].segments[slot].page = Some(page);
+            }
+            self.levels[index].pinned = false;
+            self.pinned_target = self.pinned_target.min(index);
+            self.activity.levels_unpinned += 1;
+            t = done;
+        }
+        Ok(t)
+    }
+
+    /// Flushes L0 now (for tests and shutdown paths); a no-op when L0 is empty.
+    pub fn flush_l0(&mut self, at: SimTime) -> Result<SimTime> {
+        self.flush(at, Admission::Reserve)
+    }
+
+    /// Re-inserts pairs GC found live into L0 (`pink`, PinK §4.5).
+    pub(super) fn reinsert(&mut self, pairs: BTreeMap<Vec<u8>, Vec<u8>>) {
+        for (key, value) in pairs {
+            self.cpu_pending.bytes_copied += (key.len() + value.len()) as u64;
+            self.l0_insert(key, Some(value), true);
+            self.activity.gc_records_reinserted += 1;
+        }
+    }
+}

@@ -1,0 +1,238 @@
+//! Model-based test of the LSM engine: random puts, gets, deletes and scans against a `BTreeMap`,
+//! for every preset on the `test_min` geometry.
+//!
+//! Each run is driven by one seed. The engine's answers must equal the model's after every
+//! operation; DRAM must stay within its budget; with the `pink` presets every GET must read at most
+//! `h - k - 1` meta pages. At the end the run must have exercised flushes, compactions into the last
+//! level, and GC of meta and data blocks many times. A failure prints the seed and how to replay it:
+//! `KVSSD_SEED=<seed> cargo test -p kvssd-engine --test model`.
+
+use std::collections::BTreeMap;
+
+use kvssd_engine::{EngineConfig, EngineError, LsmEngine, Preset};
+use kvssd_flash::{Flash, Profile};
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+const OPERATIONS: usize = 12_000;
+const KEY_SPACE: u64 = 700;
+
+fn key_of(id: u64) -> Vec<u8> {
+    // Variable lengths, shared prefixes (so 4-byte prefixes often tie) and a few very long keys.
+    let mut key = format!("key{id:05}").into_bytes();
+    let extra = match id % 11 {
+        0 => 0,
+        1 => 40,
+        _ => (id % 7) as usize,
+    };
+    key.extend(std::iter::repeat_n(b'a' + (id % 26) as u8, extra));
+    if id % 97 == 5 {
+        key.resize(255, b'z');
+    }
+    key
+}
+
+fn value_of(rng: &mut Xoshiro256PlusPlus, id: u64, version: u64, max: usize) -> Vec<u8> {
+    let roll = rng.next_u64() % 100;
+    let len = if roll < 2 {
+        // Multi-page values.
+        600 + (rng.next_u64() % (max as u64 - 600)) as usize
+    } else if roll < 5 {
+        0
+    } else {
+        (rng.next_u64() % 100) as usize
+    };
+    (0..len)
+        .map(|i| (id as usize * 31 + version as usize * 7 + i) as u8)
+        .collect()
+}
+
+fn run(preset: Preset, seed: u64) -> Result<String, String> {
+    let profile = Profile::test_min();
+    let flash = Flash::new(profile.geometry, Some(profile.timing)).map_err(|e| e.to_string())?;
+    let config = EngineConfig::test_min(preset);
+    let mut engine = LsmEngine::open(flash, config).map_err(|e| e.to_string())?;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut now = 0u64;
+    let value_max = engine.value_bytes_max().min(1500);
+    let bounded = preset != Preset::Lightstore;
+    let mut max_reads = 0;
+    for step in 0..OPERATIONS {
+        let id = rng.next_u64() % KEY_SPACE;
+        let key = key_of(id);
+        let roll = rng.next_u64() % 100;
+        let context = |what: &str| {
+            format!(
+                "step {step}, {what} key {:?}",
+                String::from_utf8_lossy(&key)
+            )
+        };
+        if roll < 45 {
+            let value = value_of(&mut rng, id, step as u64, value_max);
+            now = engine
+                .put(now, &key, &value)
+                .map_err(|e| format!("{}: {e}", context("put")))?;
+            model.insert(key.clone(), value);
+        } else if roll < 55 {
+            now = engine
+                .delete(now, &key)
+                .map_err(|e| format!("{}: {e}", context("delete")))?;
+            model.remove(&key);
+        } else if roll < 95 {
+            // Some GETs go to keys never stored (ids past the key space).
+            let key = if roll >= 88 {
+                key_of(KEY_SPACE + id)
+            } else {
+                key.clone()
+            };
+            let (value, done) = engine
+                .get(now, &key)
+                .map_err(|e| format!("{}: {e}", context("get")))?;
+            now = done;
+            if value.as_ref() != model.get(&key) {
+                return Err(format!(
+                    "{}: engine has {:?} bytes, model {:?}",
+                    context("get"),
+                    value.map(|v| v.len()),
+                    model.get(&key).map(Vec::len)
+                ));
+            }
+            let reads = engine.last_get_meta_reads();
+            max_reads = max_reads.max(reads);
+            let bound = engine.height() - engine.pinned_levels() - 1;
+            if bounded && reads as usize > bound {
+                return Err(format!(
+                    "{}: read {reads} meta pages, bound h - k - 1 = {bound}",
+                    context("get")
+                ));
+            }
+        } else {
+            let count = 1 + (rng.next_u64() % 20) as usize;
+            let (pairs, done) = engine
+                .scan(now, &key, count)
+                .map_err(|e| format!("{}: {e}", context("scan")))?;
+            now = done;
+            let expected: Vec<(Vec<u8>, Vec<u8>)> = model
+                .range(key.clone()..)
+                .take(count)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if pairs != expected {
+                return Err(format!(
+                    "{}: scan of {count} returned keys {:?}, model {:?}",
+                    context("scan"),
+                    pairs
+                        .iter()
+                        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                        .collect::<Vec<_>>(),
+                    expected
+                        .iter()
+                        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+                        .collect::<Vec<_>>()
+                ));
+            }
+        }
+        let dram = engine.dram_usage();
+        if dram.total() > dram.budget {
+            return Err(format!("step {step}: DRAM {dram:?} exceeds the budget"));
+        }
+    }
+    // Everything is still there after a final flush.
+    now = engine.flush_l0(now).map_err(|e| e.to_string())?;
+    for (key, value) in &model {
+        let (found, done) = engine.get(now, key).map_err(|e| e.to_string())?;
+        now = done;
+        if found.as_ref() != Some(value) {
+            return Err(format!(
+                "final check: key {:?} lost",
+                String::from_utf8_lossy(key)
+            ));
+        }
+    }
+    let stats = engine.stats();
+    let report = format!("{stats}\n  max meta reads per GET {max_reads}");
+    let checks = [
+        ("flushes", stats.flushes, 100),
+        ("compactions", stats.compactions, 20),
+        (
+            "merges into the last level",
+            stats.last_level_compactions,
+            20,
+        ),
+        ("GC of meta blocks", stats.gc_meta_victims, 10),
+        ("GC of data blocks", stats.gc_data_victims, 10),
+    ];
+    for (what, happened, at_least) in checks {
+        if happened < at_least {
+            return Err(format!(
+                "{what} happened {happened} times, expected at least {at_least}\n{report}"
+            ));
+        }
+    }
+    if bounded && stats.pinned_levels == 0 {
+        return Err(format!(
+            "no level was pinned, so the bound says little\n{report}"
+        ));
+    }
+    Ok(report)
+}
+
+fn seeds() -> Vec<u64> {
+    match std::env::var("KVSSD_SEED") {
+        Ok(seed) => vec![seed.parse().expect("KVSSD_SEED is a u64")],
+        Err(_) => vec![1, 2],
+    }
+}
+
+fn check(preset: Preset) {
+    for seed in seeds() {
+        match run(preset, seed) {
+            Ok(report) => println!("{preset} seed {seed}\n{report}"),
+            Err(error) => panic!(
+                "{preset} failed with seed {seed}: {error}\nreplay: KVSSD_SEED={seed} cargo test -p kvssd-engine --test model {}",
+                preset.name().replace('-', "_")
+            ),
+        }
+    }
+}
+
+#[test]
+fn model_pink() {
+    check(Preset::Pink);
+}
+
+#[test]
+fn model_pink_noopt() {
+    check(Preset::PinkNoopt);
+}
+
+#[test]
+fn model_pink_range() {
+    check(Preset::PinkRange);
+}
+
+#[test]
+fn model_lightstore() {
+    check(Preset::Lightstore);
+}
+
+#[test]
+fn model_rejects_bad_keys_and_values() {
+    let profile = Profile::test_min();
+    let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+    let mut engine = LsmEngine::open(flash, EngineConfig::test_min(Preset::Pink)).expect("open");
+    assert!(matches!(
+        engine.put(0, b"", b"v"),
+        Err(EngineError::KeyEmpty)
+    ));
+    assert!(matches!(
+        engine.put(0, &[1u8; 256], b"v"),
+        Err(EngineError::KeyTooLong { len: 256 })
+    ));
+    let too_big = vec![0u8; engine.value_bytes_max() + 1];
+    assert!(matches!(
+        engine.put(0, b"k", &too_big),
+        Err(EngineError::ValueTooLarge { .. })
+    ));
+}
