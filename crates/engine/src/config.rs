@@ -189,7 +189,7 @@ impl EngineConfig {
         config.expected_value_bytes = 48;
         config.space.logs = 2;
         config.space.gc_reserve_blocks = 4;
-        config.space.over_provisioning_percent = 20;
+        config.space.over_provisioning_percent = 30;
         config.delete_reserve_blocks = 2;
         config
     }

@@ -473,7 +473,12 @@ impl LsmEngine {
             });
         }
         let footprint = self.space.record_footprint(key.len(), value.len());
-        if self.space.valid_bytes() + self.l0_bytes + footprint > self.space.user_capacity_bytes() {
+        // User data, plus the room a merge of the whole tree needs while old and new meta segments
+        // coexist, must fit the capacity less over-provisioning.
+        let transient = self.cascade_reserve_blocks() * self.space.block_bytes();
+        if self.space.valid_bytes() + self.l0_bytes + footprint + transient
+            > self.space.user_capacity_bytes()
+        {
             return Err(EngineError::CapacityExceeded(
                 "user data would exceed the capacity less over-provisioning",
             ));
@@ -820,6 +825,21 @@ impl LsmEngine {
             + self.space.blocks_needed(Stream::Meta, meta_pages)
     }
 
+    /// Blocks a merge of every level into the last one could write: the worst case of the cascade
+    /// a flush may start (pinned levels included, as they may have to be unpinned).
+    fn cascade_reserve_blocks(&self) -> u64 {
+        let keys: u64 = self.l0.keys().map(|key| key.len() as u64).sum();
+        let mut total = keys + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
+        for index in 0..self.levels.len() {
+            total += self.level_encoded_bytes(index);
+        }
+        let usable = (self.page_bytes - HEADER_BYTES)
+            .saturating_sub(self.key_len_max_seen + ENTRY_OVERHEAD_BYTES)
+            .max(1) as u64;
+        let pages = total.div_ceil(usable) + self.levels.len() as u64 + 1;
+        self.space.blocks_needed(Stream::Meta, pages)
+    }
+
     fn level_encoded_bytes(&self, index: usize) -> u64 {
         self.levels.get(index).map_or(0, |level| {
             level.key_bytes + level.entries * ENTRY_OVERHEAD_BYTES as u64
@@ -850,7 +870,17 @@ impl LsmEngine {
         let gc_reserve = u64::from(self.space.config().gc_reserve_blocks);
         let mut rounds = 0u64;
         loop {
-            let needed = self.blocks_needed(step);
+            let mut needed = self.blocks_needed(step);
+            if let Step::Flush = step {
+                // What L0 adds must not leave the tree unable to merge all the way down: that merge
+                // is what turns deletes and overwrites into free space. Deletes may use half of
+                // this reserve: they add no data, and their merges are what give space back.
+                let cascade = self.cascade_reserve_blocks();
+                needed += match admission {
+                    Admission::Put => cascade,
+                    Admission::Reserve => cascade / 2,
+                };
+            }
             let hard = needed
                 + gc_reserve
                 + if admission == Admission::Put {
