@@ -98,6 +98,27 @@ struct Activity {
     gc_segments_rewritten: u64,
 }
 
+/// What the engine planned at open for a full device at the expected key and value sizes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Pairs a full device holds at the expected sizes.
+    pub entries_max: u64,
+    /// Entries per level below L0 (L1 first) on a full device.
+    pub level_entries: Vec<u64>,
+    /// DRAM the level lists of a full device take.
+    pub level_list_bytes: u64,
+    /// DRAM kept for L0 (its size, one largest value, and for `pink` one GC victim re-inserted).
+    pub l0_reservation_bytes: u64,
+    /// k: levels pinned (L1..Lk) while DRAM allows.
+    pub pinned_levels: usize,
+    /// h: levels of a full device, L0 included.
+    pub height: usize,
+    /// h - k - 1: meta pages a GET reads at most on a full device (without Bloom filters).
+    pub worst_case_meta_reads: usize,
+    /// Monkey's bits per key per level (`lightstore`).
+    pub bloom_bits_per_key: Vec<f64>,
+}
+
 /// An LSM-tree key-value engine over the space layer.
 pub struct LsmEngine {
     space: Space,
@@ -112,6 +133,7 @@ pub struct LsmEngine {
     /// Levels L1..Lk with k = this are pinned when they exist (never grows back after an unpin).
     pinned_target: usize,
     bloom_bits_per_key: Vec<f64>,
+    plan: Plan,
     dram_budget: u64,
     l0_reservation: u64,
     gc_threshold: u64,
@@ -231,7 +253,18 @@ impl LsmEngine {
                 + u64::from(config.delete_reserve_blocks)
                 + u64::from(space.config().logs)
         };
+        let plan = Plan {
+            entries_max,
+            level_entries: projected.clone(),
+            level_list_bytes: list_bytes,
+            l0_reservation_bytes: l0_reservation,
+            pinned_levels: pinned_target,
+            height: projected.len() + 1,
+            worst_case_meta_reads: projected.len().saturating_sub(pinned_target),
+            bloom_bits_per_key: bloom_bits_per_key.clone(),
+        };
         Ok(LsmEngine {
+            plan,
             space,
             features,
             page_bytes,
@@ -255,6 +288,11 @@ impl LsmEngine {
             last_get_meta_reads: 0,
             config,
         })
+    }
+
+    /// The plan made at open.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
     }
 
     /// The configuration.
