@@ -203,6 +203,13 @@ impl Flash {
         self.faults.is_bad(block)
     }
 
+    /// Operations issued more than the timing model's booking window
+    /// ([`crate::timing::BOOKING_WINDOW_NS`]) before the latest issue time; their timing may be too
+    /// optimistic. Zero in every correct run.
+    pub fn late_issues(&self) -> u64 {
+        self.timeline.as_ref().map_or(0, Timeline::late_issues)
+    }
+
     /// The simulated time by which every die, channel and controller core is idle.
     pub fn quiescent_at(&self) -> SimTime {
         self.timeline.as_ref().map_or(0, Timeline::quiescent_at)

@@ -30,7 +30,7 @@ mod flash;
 mod geometry;
 mod media;
 mod profile;
-mod timing;
+pub mod timing;
 
 pub use counters::{Counters, OperationCounts, Purpose};
 pub use error::{FlashError, Result};
@@ -42,4 +42,4 @@ pub use geometry::{
 };
 pub use media::{MediaKind, IMAGE_FORMAT_VERSION};
 pub use profile::{Profile, PINK_BLOCKS_PER_DIE};
-pub use timing::{SimTime, TimingProfile};
+pub use timing::{SimTime, TimingProfile, BOOKING_WINDOW_NS};

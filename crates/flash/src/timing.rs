@@ -1,27 +1,30 @@
 //! The timing model: a virtual clock in nanoseconds, with every die, channel and controller core a
-//! resource that is busy until some time.
+//! resource that keeps a calendar of the intervals it is booked for.
 //!
 //! Operations are scheduled, never slept: each takes the simulated time at which it is issued and
 //! returns the time at which it completes. A caller may issue many operations before it waits for any,
 //! which is how channel and die parallelism (and later, prefetching) show up in simulated time.
 //!
-//! * A **read** waits for its die, occupies it for `tR` (array to page register), then takes the
-//!   earliest free slot of its channel for the transfer of the page to the controller. The die stays
-//!   busy until the transfer ends, because its page register holds the data until then.
-//! * A **program** waits for its die, takes the earliest free slot of its channel at or after that for
-//!   the transfer of the page into the die's register, then occupies the die for `tPROG`.
-//! * An **erase** waits for its die and occupies it for `tBERS`; it uses no channel.
-//! * **Controller work** of a given cost occupies the earliest-free controller core.
+//! * A **read** occupies its die for `tR` (array to page register), then takes the earliest free slot
+//!   of its channel for the transfer of the page to the controller. The die stays booked until the
+//!   transfer ends, because its page register holds the data until then.
+//! * A **program** takes the earliest slot at which its channel can transfer the page into the die's
+//!   register and the die is free, then occupies the die for `tPROG`.
+//! * An **erase** occupies its die for `tBERS`; it uses no channel.
+//! * **Controller work** of a given cost occupies the controller core that can start it earliest.
 //!
-//! A die executes its commands in the order they are issued. A channel is shared by the dies on it, and
-//! a controller transfers whichever die's data is ready: so each channel keeps a calendar of the
-//! transfers already booked, and a new transfer takes the earliest gap long enough for it, even one
-//! before a transfer booked earlier (a single busy-until time per channel would leave such gaps idle
-//! and understate the bandwidth of random reads by about a fifth at queue depth 64).
+//! Every resource books the earliest gap long enough for the work, at or after the time the work can
+//! start — even a gap before work booked earlier. That matters twice. A channel is shared by the dies
+//! on it and a controller transfers whichever die's data is ready: a single busy-until time per
+//! channel would leave gaps idle and understate random-read bandwidth by a fifth at queue depth 64.
+//! And engines issue dependent chains (a value read when its index read completes; a compaction's
+//! writes when its reads complete), so operations reach the model out of time order: a read issued
+//! at time t must not queue behind a read that some other request issued for a later time.
 //!
-//! Callers must issue operations in non-decreasing issue time for the result to be causal: bookings
-//! that end before the latest issue time are forgotten. Closed-loop drivers achieve this with a
-//! priority queue of client ready times.
+//! Bookings that ended more than [`BOOKING_WINDOW_NS`] before the latest issue time seen are forgotten,
+//! to bound memory. The model therefore assumes no operation is issued more than that window before
+//! the latest one; an operation that is, is still scheduled (possibly too early) and counted in
+//! [`crate::Flash::late_issues`], so a driver can check the assumption held.
 
 use crate::Geometry;
 
@@ -95,42 +98,66 @@ impl TimingProfile {
     }
 }
 
-/// Busy-until times of every die, channel and controller core.
+/// How far behind the latest issue time an operation may be issued: bookings that ended earlier than
+/// this are forgotten. Two simulated seconds is far longer than any chain of dependent operations an
+/// engine issues (a whole-level merge of the `pink` profile takes tens of milliseconds).
+pub const BOOKING_WINDOW_NS: u64 = 2_000_000_000;
+
+/// Calendars of every die, channel and controller core.
 #[derive(Debug, Clone)]
 pub(crate) struct Timeline {
     profile: TimingProfile,
     channels: u32,
-    die_busy_until: Vec<SimTime>,
+    dies: Vec<Calendar>,
     channel_calendars: Vec<Calendar>,
-    core_busy_until: Vec<SimTime>,
+    cores: Vec<Calendar>,
+    latest_issue: SimTime,
+    late_issues: u64,
 }
 
-/// Booked, disjoint, sorted busy intervals `[start, end)` of one channel.
+/// Booked, disjoint, sorted intervals `[start, end)` of one resource.
 #[derive(Debug, Clone, Default)]
 struct Calendar {
     booked: std::collections::VecDeque<(SimTime, SimTime)>,
 }
 
 impl Calendar {
-    /// Books `duration` at the earliest gap starting at or after `ready`; returns the end. Bookings
-    /// that ended by `horizon` (the latest issue time) can no longer matter and are dropped.
-    fn book(&mut self, horizon: SimTime, ready: SimTime, duration: u64) -> SimTime {
-        while self.booked.front().is_some_and(|&(_, end)| end <= horizon) {
-            self.booked.pop_front();
-        }
+    /// Index of the first booking that ends after `at`.
+    fn first_ending_after(&self, at: SimTime) -> usize {
+        self.booked.partition_point(|&(_, end)| end <= at)
+    }
+
+    /// The earliest start at or after `ready` of a free interval `duration` long.
+    fn find(&self, ready: SimTime, duration: u64) -> SimTime {
         let mut start = ready;
-        let mut position = self.booked.len();
-        for (index, &(booked_start, booked_end)) in self.booked.iter().enumerate() {
-            if booked_end <= start {
-                continue;
-            }
+        for &(booked_start, booked_end) in self.booked.range(self.first_ending_after(ready)..) {
             if booked_start >= start + duration {
-                position = index;
                 break;
             }
-            start = booked_end;
+            start = start.max(booked_end);
         }
-        let end = start + duration;
+        start
+    }
+
+    /// Whether `[start, start + duration)` is free.
+    fn fits(&self, start: SimTime, duration: u64) -> bool {
+        self.booked
+            .get(self.first_ending_after(start))
+            .is_none_or(|&(booked_start, _)| booked_start >= start + duration)
+    }
+
+    /// Books `[start, end)`. REQUIRES: the interval is free.
+    fn book(&mut self, start: SimTime, end: SimTime) {
+        debug_assert!(
+            self.fits(start, end - start),
+            "booking over a booked interval"
+        );
+        if start == end {
+            return;
+        }
+        let position = self
+            .booked
+            .partition_point(|&(booked_start, _)| booked_start < start);
         // Merge with touching neighbours so the calendar stays short.
         let touches_previous = position > 0 && self.booked[position - 1].1 == start;
         let touches_next = position < self.booked.len() && self.booked[position].0 == end;
@@ -144,7 +171,20 @@ impl Calendar {
             (false, true) => self.booked[position].0 = start,
             (false, false) => self.booked.insert(position, (start, end)),
         }
-        end
+    }
+
+    /// Books the earliest free interval of `duration` at or after `ready`; returns its end.
+    fn book_earliest(&mut self, ready: SimTime, duration: u64) -> SimTime {
+        let start = self.find(ready, duration);
+        self.book(start, start + duration);
+        start + duration
+    }
+
+    /// Forgets bookings that ended by `horizon`.
+    fn forget_before(&mut self, horizon: SimTime) {
+        while self.booked.front().is_some_and(|&(_, end)| end <= horizon) {
+            self.booked.pop_front();
+        }
     }
 
     fn busy_until(&self) -> SimTime {
@@ -157,10 +197,12 @@ impl Timeline {
         let cores = profile.controller_cores.max(1) as usize;
         Timeline {
             channels: geometry.channels,
-            die_busy_until: vec![0; geometry.dies() as usize],
+            dies: vec![Calendar::default(); geometry.dies() as usize],
             channel_calendars: vec![Calendar::default(); geometry.channels as usize],
-            core_busy_until: vec![0; cores],
+            cores: vec![Calendar::default(); cores],
             profile,
+            latest_issue: 0,
+            late_issues: 0,
         }
     }
 
@@ -168,57 +210,99 @@ impl Timeline {
         &self.profile
     }
 
+    pub(crate) fn late_issues(&self) -> u64 {
+        self.late_issues
+    }
+
+    /// Notes an issue time; forgets bookings that ended more than the window before the latest one.
+    fn issue(&mut self, at: SimTime) {
+        let horizon = self.latest_issue.saturating_sub(BOOKING_WINDOW_NS);
+        if at < horizon {
+            self.late_issues += 1;
+        }
+        if at > self.latest_issue {
+            self.latest_issue = at;
+            let horizon = at.saturating_sub(BOOKING_WINDOW_NS);
+            // Forgetting is amortised: only when the oldest booking of a calendar is that old.
+            for calendar in self
+                .dies
+                .iter_mut()
+                .chain(self.channel_calendars.iter_mut())
+                .chain(self.cores.iter_mut())
+            {
+                calendar.forget_before(horizon);
+            }
+        }
+    }
+
     pub(crate) fn read(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
+        self.issue(at);
         let channel = (die % self.channels) as usize;
         let die = die as usize;
-        let sensed = at.max(self.die_busy_until[die]) + self.profile.read_ns;
-        let transfer_ns = self.profile.transfer_ns(bytes);
-        let transferred = self.channel_calendars[channel].book(at, sensed, transfer_ns);
-        self.die_busy_until[die] = transferred;
-        transferred
+        let (read_ns, transfer_ns) = (self.profile.read_ns, self.profile.transfer_ns(bytes));
+        // The die is held from the start of sensing to the end of the transfer, whose slot depends
+        // on the channel: widen the die interval until one fits both.
+        let mut hold = read_ns + transfer_ns;
+        let mut start = at;
+        loop {
+            start = self.dies[die].find(start, hold);
+            let transfer_start = self.channel_calendars[channel].find(start + read_ns, transfer_ns);
+            let needed = transfer_start + transfer_ns - start;
+            if needed <= hold {
+                let end = transfer_start + transfer_ns;
+                self.dies[die].book(start, end);
+                self.channel_calendars[channel].book(transfer_start, end);
+                return end;
+            }
+            hold = needed;
+        }
     }
 
     pub(crate) fn program(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
+        self.issue(at);
         let channel = (die % self.channels) as usize;
         let die = die as usize;
-        let die_ready = at.max(self.die_busy_until[die]);
-        let transfer_ns = self.profile.transfer_ns(bytes);
-        let transferred = self.channel_calendars[channel].book(at, die_ready, transfer_ns);
-        let programmed = transferred + self.profile.program_ns;
-        self.die_busy_until[die] = programmed;
-        programmed
+        let (program_ns, transfer_ns) = (self.profile.program_ns, self.profile.transfer_ns(bytes));
+        let hold = transfer_ns + program_ns;
+        let mut ready = at;
+        loop {
+            let transfer_start = self.channel_calendars[channel].find(ready, transfer_ns);
+            if self.dies[die].fits(transfer_start, hold) {
+                self.channel_calendars[channel].book(transfer_start, transfer_start + transfer_ns);
+                self.dies[die].book(transfer_start, transfer_start + hold);
+                return transfer_start + hold;
+            }
+            ready = self.dies[die].find(transfer_start, hold);
+        }
     }
 
     pub(crate) fn erase(&mut self, at: SimTime, die: u32) -> SimTime {
-        let die = die as usize;
-        let erased = at.max(self.die_busy_until[die]) + self.profile.erase_ns;
-        self.die_busy_until[die] = erased;
-        erased
+        self.issue(at);
+        let erase_ns = self.profile.erase_ns;
+        self.dies[die as usize].book_earliest(at, erase_ns)
     }
 
     pub(crate) fn cpu(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
-        // The earliest-free core; ties go to the lowest-numbered core so runs are reproducible.
-        let (core, busy_until) = self
-            .core_busy_until
+        self.issue(at);
+        // The core that can start earliest; ties go to the lowest-numbered core for reproducibility.
+        let (core, start) = self
+            .cores
             .iter()
-            .copied()
             .enumerate()
-            .min_by_key(|&(index, busy)| (busy, index))
-            .unwrap_or((0, 0));
-        let done = at.max(busy_until) + cost_ns;
-        if let Some(slot) = self.core_busy_until.get_mut(core) {
-            *slot = done;
-        }
-        done
+            .map(|(index, calendar)| (index, calendar.find(at, cost_ns)))
+            .min_by_key(|&(index, start)| (start, index))
+            .unwrap_or((0, at));
+        self.cores[core].book(start, start + cost_ns);
+        start + cost_ns
     }
 
     /// The time by which every resource is idle.
     pub(crate) fn quiescent_at(&self) -> SimTime {
-        self.die_busy_until
+        self.dies
             .iter()
-            .chain(&self.core_busy_until)
-            .copied()
-            .chain(self.channel_calendars.iter().map(Calendar::busy_until))
+            .chain(&self.channel_calendars)
+            .chain(&self.cores)
+            .map(Calendar::busy_until)
             .max()
             .unwrap_or(0)
     }
@@ -247,22 +331,47 @@ mod tests {
     }
 
     #[test]
-    fn timing_channel_calendar_fills_gaps() {
+    fn timing_calendar_fills_gaps() {
         let mut calendar = Calendar::default();
-        assert_eq!(calendar.book(0, 100, 10), 110);
+        assert_eq!(calendar.book_earliest(100, 10), 110);
         // Fits before the booking at 100.
-        assert_eq!(calendar.book(0, 20, 10), 30);
+        assert_eq!(calendar.book_earliest(20, 10), 30);
         // Does not fit in [30, 100) when it needs 80: goes after 110.
-        assert_eq!(calendar.book(0, 30, 80), 190);
+        assert_eq!(calendar.book_earliest(30, 80), 190);
         // Exactly fills [30, 100).
-        assert_eq!(calendar.book(0, 30, 70), 100);
+        assert_eq!(calendar.book_earliest(30, 70), 100);
         // [20, 30) [30, 100) [100, 110) [110, 190) touch end to end and merge into one booking.
         assert_eq!(calendar.booked, [(20, 190)]);
         assert_eq!(calendar.busy_until(), 190);
-        assert_eq!(calendar.book(150, 150, 5), 195);
-        // Bookings that end before the issue horizon are forgotten.
-        assert_eq!(calendar.book(300, 300, 5), 305);
-        assert_eq!(calendar.booked, [(300, 305)]);
+        assert_eq!(calendar.book_earliest(150, 5), 195);
+        assert!(calendar.fits(0, 20));
+        assert!(!calendar.fits(0, 21));
+        assert!(calendar.fits(195, 1_000));
+        calendar.forget_before(300);
+        assert!(calendar.booked.is_empty());
+    }
+
+    #[test]
+    fn timing_out_of_order_issue_uses_earlier_gaps() {
+        let geometry = crate::Profile::test_min().geometry;
+        let profile = TimingProfile::pink();
+        let alone = profile.read_alone_ns(geometry.page_bytes);
+        let mut timeline = Timeline::new(profile, &geometry);
+        // A read dated in the future does not delay one issued afterwards for an earlier time.
+        let later = timeline.read(1_000_000, 0, u64::from(geometry.page_bytes));
+        assert_eq!(later, 1_000_000 + alone);
+        assert_eq!(timeline.read(0, 0, u64::from(geometry.page_bytes)), alone);
+        // But one that would overlap it waits for it.
+        let overlapping = timeline.read(1_000_000 - alone / 2, 0, u64::from(geometry.page_bytes));
+        assert_eq!(overlapping, later + alone);
+        assert_eq!(timeline.late_issues(), 0);
+        timeline.read(3 * BOOKING_WINDOW_NS, 1, 8);
+        timeline.read(0, 1, 8);
+        assert_eq!(
+            timeline.late_issues(),
+            1,
+            "an issue older than the window is counted"
+        );
     }
 
     #[test]
@@ -277,5 +386,8 @@ mod tests {
         assert_eq!(timeline.cpu(10, 10), 60);
         assert_eq!(timeline.cpu(0, 10), 70);
         assert_eq!(timeline.quiescent_at(), 100);
+        // Work dated after both cores' bookings fits in a gap if one is long enough.
+        assert_eq!(timeline.cpu(200, 10), 210);
+        assert_eq!(timeline.cpu(100, 50), 150);
     }
 }
