@@ -21,6 +21,8 @@
 mod layout;
 mod pointer;
 
+use std::collections::BTreeMap;
+
 use kvssd_flash::{BlockAddress, Flash, FlashError, Geometry, PageAddress, Purpose, SimTime};
 
 pub use layout::{
@@ -170,9 +172,23 @@ enum BlockUse {
 struct BlockInfo {
     usage: BlockUse,
     valid_bytes: u64,
-    /// The block its log opened after this one for the same stream, with that block's erase count
-    /// at the time: a large record continues there.
+    /// The block its log opened after this one for the same stream and namespace, with that block's
+    /// erase count at the time: a large record continues there.
     successor: Option<(u64, u32)>,
+    /// The namespace whose pages the block holds (every used block belongs to exactly one).
+    owner: u32,
+    /// When the block left the free pool, counted in allocations (see [`Space::protect`]).
+    allocated: u64,
+}
+
+impl BlockInfo {
+    const FREE: BlockInfo = BlockInfo {
+        usage: BlockUse::Free,
+        valid_bytes: 0,
+        successor: None,
+        owner: 0,
+        allocated: 0,
+    };
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -181,14 +197,36 @@ struct OpenBlock {
     next_page: u32,
 }
 
+/// A log: an append point spread over its dies.
 #[derive(Debug, Clone, Default)]
 struct Log {
     dies: Vec<u32>,
     next_die: usize,
+}
+
+/// One namespace's open blocks in one log.
+#[derive(Debug, Clone, Default)]
+struct LogCursor {
+    /// The global log index.
+    log: usize,
     meta: Option<OpenBlock>,
     data: Option<OpenBlock>,
     last_meta: Option<u64>,
     last_data: Option<u64>,
+}
+
+/// Where one namespace writes: its logs, their open blocks and its data page open in DRAM. Blocks
+/// are never shared between namespaces, so a victim belongs to one index and deleting a namespace
+/// frees its blocks outright.
+#[derive(Debug, Clone, Default)]
+struct Writer {
+    cursors: Vec<LogCursor>,
+    next_meta: usize,
+    next_data: usize,
+    open_page: Option<OpenPage>,
+    valid_bytes: u64,
+    /// Live snapshot protections: allocation counter at each protection, with its count.
+    floors: BTreeMap<u64, u32>,
 }
 
 /// The data page currently being filled in DRAM (capacitor-backed, like L0), with its reserved
@@ -204,6 +242,9 @@ struct OpenPage {
 
 /// The space layer: owns the flash and decides where every page goes.
 ///
+/// Every used block belongs to one namespace (the `namespace` argument of the writing calls); a
+/// namespace writes through the logs [`Space::set_namespace_logs`] gave it (all logs by default).
+///
 /// Thread safety: single-threaded; every method takes `&mut self` or `&self`.
 pub struct Space {
     flash: Flash,
@@ -213,9 +254,8 @@ pub struct Space {
     free_by_die: Vec<Vec<u32>>,
     free_count: u64,
     logs: Vec<Log>,
-    next_log_meta: usize,
-    next_log_data: usize,
-    open_page: Option<OpenPage>,
+    writers: BTreeMap<u32, Writer>,
+    allocations: u64,
     valid_bytes_total: u64,
     stats: SpaceStats,
 }
@@ -286,23 +326,15 @@ impl Space {
             logs[(die % config.logs) as usize].dies.push(die);
         }
         Ok(Space {
-            blocks: vec![
-                BlockInfo {
-                    usage: BlockUse::Free,
-                    valid_bytes: 0,
-                    successor: None,
-                };
-                geometry.blocks_total() as usize
-            ],
+            blocks: vec![BlockInfo::FREE; geometry.blocks_total() as usize],
             flash,
             geometry,
             config,
             free_by_die,
             free_count,
             logs,
-            next_log_meta: 0,
-            next_log_data: 0,
-            open_page: None,
+            writers: BTreeMap::new(),
+            allocations: 0,
             valid_bytes_total: 0,
             stats: SpaceStats::default(),
         })
@@ -395,10 +427,18 @@ impl Space {
     /// Pages appending `records` (key and value lengths, in order) would program, counting the page
     /// currently open in DRAM as already started. Exact for the packing rule of
     /// [`Space::append_record`].
-    pub fn data_pages_needed(&self, records: impl Iterator<Item = (usize, usize)>) -> u64 {
+    pub fn data_pages_needed(
+        &self,
+        namespace: u32,
+        records: impl Iterator<Item = (usize, usize)>,
+    ) -> u64 {
         let per_page = self.chunks_per_page();
         let chunk = self.config.chunk_bytes as usize;
-        let mut used = self.open_page.as_ref().map(|open| open.used_chunks);
+        let mut used = self
+            .writers
+            .get(&namespace)
+            .and_then(|writer| writer.open_page.as_ref())
+            .map(|open| open.used_chunks);
         let mut pages = 0;
         for (key_len, value_len) in records {
             if self.is_large(key_len, value_len) {
@@ -419,21 +459,29 @@ impl Space {
 
     /// Free blocks that programming `pages` more pages of `stream` may take from the pool, counting
     /// the room left in each log's open block (pages go to the logs round-robin).
-    pub fn blocks_needed(&self, stream: Stream, pages: u64) -> u64 {
-        let logs = self.logs.len() as u64;
+    pub fn blocks_needed(&self, namespace: u32, stream: Stream, pages: u64) -> u64 {
+        let fresh;
+        let writer = match self.writers.get(&namespace) {
+            Some(writer) => writer,
+            None => {
+                fresh = self.new_writer(None);
+                &fresh
+            }
+        };
+        let logs = writer.cursors.len() as u64;
         let per_block = u64::from(self.geometry.pages_per_block);
         let start = match stream {
-            Stream::Meta => self.next_log_meta,
-            Stream::Data => self.next_log_data,
+            Stream::Meta => writer.next_meta,
+            Stream::Data => writer.next_data,
         };
         let mut blocks = 0;
         for offset in 0..logs {
-            let log = (start + offset as usize) % self.logs.len();
+            let log = (start + offset as usize) % writer.cursors.len();
             // Pages this log receives out of `pages` dealt round-robin from `start`.
             let share = pages / logs + u64::from(offset < pages % logs);
             let open = match stream {
-                Stream::Meta => self.logs[log].meta,
-                Stream::Data => self.logs[log].data,
+                Stream::Meta => writer.cursors[log].meta,
+                Stream::Data => writer.cursors[log].data,
             };
             let room = open.map_or(0, |open| per_block - u64::from(open.next_page));
             blocks += share.saturating_sub(room).div_ceil(per_block);
@@ -450,7 +498,158 @@ impl Space {
         Ok(self.flash.erase_count(self.block_address(block))?)
     }
 
-    fn take_free_block(&mut self, log: usize, stream: Stream) -> Result<u64> {
+    fn new_writer(&self, logs: Option<&[u32]>) -> Writer {
+        let cursors = match logs {
+            Some(logs) => logs
+                .iter()
+                .map(|&log| LogCursor {
+                    log: log as usize,
+                    ..LogCursor::default()
+                })
+                .collect(),
+            None => (0..self.logs.len())
+                .map(|log| LogCursor {
+                    log,
+                    ..LogCursor::default()
+                })
+                .collect(),
+        };
+        Writer {
+            cursors,
+            ..Writer::default()
+        }
+    }
+
+    fn writer(&mut self, namespace: u32) -> &mut Writer {
+        if !self.writers.contains_key(&namespace) {
+            let writer = self.new_writer(None);
+            self.writers.insert(namespace, writer);
+        }
+        match self.writers.get_mut(&namespace) {
+            Some(writer) => writer,
+            None => unreachable!("inserted above"),
+        }
+    }
+
+    /// Gives a namespace the logs it writes to (indexes below [`SpaceConfig::logs`]). Only before
+    /// the namespace wrote anything; by default a namespace writes to every log.
+    pub fn set_namespace_logs(&mut self, namespace: u32, logs: &[u32]) -> Result<()> {
+        if logs.is_empty() {
+            return Err(SpaceError::Config(
+                "a namespace needs at least one log".into(),
+            ));
+        }
+        let mut sorted = logs.to_vec();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() != logs.len() {
+            return Err(SpaceError::Config(format!(
+                "log set {logs:?} repeats a log"
+            )));
+        }
+        if let Some(&bad) = logs.iter().find(|&&log| log as usize >= self.logs.len()) {
+            return Err(SpaceError::Config(format!(
+                "log {bad} does not exist: the device has {} logs",
+                self.logs.len()
+            )));
+        }
+        if self
+            .blocks
+            .iter()
+            .any(|info| info.usage != BlockUse::Free && info.owner == namespace)
+        {
+            return Err(SpaceError::Config(format!(
+                "namespace {namespace} already wrote: its logs can no longer change"
+            )));
+        }
+        let writer = self.new_writer(Some(logs));
+        self.writers.insert(namespace, writer);
+        Ok(())
+    }
+
+    /// Erases every block of a namespace and returns them to the free pool; its open page in DRAM
+    /// is dropped. Nothing of the namespace can be read afterwards. Returns when the erases end.
+    pub fn release_namespace(&mut self, at: SimTime, namespace: u32) -> Result<SimTime> {
+        let mut done = at;
+        for index in 0..self.blocks.len() {
+            let info = self.blocks[index];
+            if info.usage == BlockUse::Free || info.owner != namespace {
+                continue;
+            }
+            let address = self.block_address(index as u64);
+            if self.flash.programmed_pages(address)? > 0 {
+                done = done.max(self.flash.erase(at, address, Purpose::Gc)?);
+            }
+            self.valid_bytes_total -= info.valid_bytes;
+            self.blocks[index] = BlockInfo::FREE;
+            self.free_by_die[address.die as usize].push(address.block);
+            self.free_count += 1;
+        }
+        self.writers.remove(&namespace);
+        Ok(done)
+    }
+
+    /// Blocks a namespace holds.
+    pub fn namespace_blocks(&self, namespace: u32) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|info| info.usage != BlockUse::Free && info.owner == namespace)
+            .count() as u64
+    }
+
+    /// Valid bytes the accounting holds for a namespace.
+    pub fn namespace_valid_bytes(&self, namespace: u32) -> u64 {
+        self.writers
+            .get(&namespace)
+            .map_or(0, |writer| writer.valid_bytes)
+    }
+
+    /// The namespace a used block belongs to.
+    pub fn block_owner(&self, block: u64) -> Option<u32> {
+        self.blocks
+            .get(block as usize)
+            .filter(|info| info.usage != BlockUse::Free)
+            .map(|info| info.owner)
+    }
+
+    /// Protects what a snapshot of `namespace` taken now can reach: until the matching
+    /// [`Space::unprotect`], no block of the namespace that left the free pool before this call is
+    /// chosen as a GC victim (a snapshot only references pages written before it was taken).
+    /// Returns the token to unprotect with.
+    pub fn protect(&mut self, namespace: u32) -> u64 {
+        let floor = self.allocations;
+        *self.writer(namespace).floors.entry(floor).or_insert(0) += 1;
+        floor
+    }
+
+    /// Ends one protection made by [`Space::protect`].
+    pub fn unprotect(&mut self, namespace: u32, token: u64) {
+        if let Some(writer) = self.writers.get_mut(&namespace) {
+            if let Some(count) = writer.floors.get_mut(&token) {
+                *count -= 1;
+                if *count == 0 {
+                    writer.floors.remove(&token);
+                }
+            }
+        }
+    }
+
+    /// Whether a live snapshot may still reach pages of `block`.
+    pub fn is_protected(&self, block: u64) -> bool {
+        let Some(info) = self.blocks.get(block as usize) else {
+            return false;
+        };
+        if info.usage == BlockUse::Free {
+            return false;
+        }
+        self.writers
+            .get(&info.owner)
+            .and_then(|writer| writer.floors.keys().next_back())
+            .is_some_and(|&newest| info.allocated < newest)
+    }
+
+    fn take_free_block(&mut self, namespace: u32, cursor: usize, stream: Stream) -> Result<u64> {
+        let log = self.writer(namespace).cursors[cursor].log;
         let dies = self.logs[log].dies.clone();
         let start = self.logs[log].next_die;
         // The log's own dies first, round-robin; then any die, so one busy log cannot starve.
@@ -481,10 +680,14 @@ impl Space {
                 usage: BlockUse::Used(stream),
                 valid_bytes: 0,
                 successor: None,
+                owner: namespace,
+                allocated: self.allocations,
             };
+            self.allocations += 1;
+            let state = &mut self.writer(namespace).cursors[cursor];
             let last = match stream {
-                Stream::Meta => self.logs[log].last_meta.replace(index),
-                Stream::Data => self.logs[log].last_data.replace(index),
+                Stream::Meta => state.last_meta.replace(index),
+                Stream::Data => state.last_data.replace(index),
             };
             if let Some(previous) = last {
                 let generation = self.erase_generation(index)?;
@@ -496,24 +699,31 @@ impl Space {
     }
 
     /// Reserves the next page of a log's open block of `stream`, opening a new block if needed.
-    fn reserve_page(&mut self, log: usize, stream: Stream) -> Result<PageAddress> {
+    fn reserve_page(
+        &mut self,
+        namespace: u32,
+        cursor: usize,
+        stream: Stream,
+    ) -> Result<PageAddress> {
+        let state = &self.writer(namespace).cursors[cursor];
         let open = match stream {
-            Stream::Meta => self.logs[log].meta,
-            Stream::Data => self.logs[log].data,
+            Stream::Meta => state.meta,
+            Stream::Data => state.data,
         };
         let mut open = match open {
             Some(open) => open,
             None => OpenBlock {
-                block: self.take_free_block(log, stream)?,
+                block: self.take_free_block(namespace, cursor, stream)?,
                 next_page: 0,
             },
         };
         let page = self.block_address(open.block).page(open.next_page);
         open.next_page += 1;
         let keep = (open.next_page < self.geometry.pages_per_block).then_some(open);
+        let state = &mut self.writer(namespace).cursors[cursor];
         match stream {
-            Stream::Meta => self.logs[log].meta = keep,
-            Stream::Data => self.logs[log].data = keep,
+            Stream::Meta => state.meta = keep,
+            Stream::Data => state.data = keep,
         }
         Ok(page)
     }
@@ -521,6 +731,8 @@ impl Space {
     fn add_valid(&mut self, block: u64, bytes: u64) {
         self.blocks[block as usize].valid_bytes += bytes;
         self.valid_bytes_total += bytes;
+        let owner = self.blocks[block as usize].owner;
+        self.writer(owner).valid_bytes += bytes;
     }
 
     fn sub_valid(&mut self, block: u64, bytes: u64) {
@@ -528,6 +740,10 @@ impl Space {
         let taken = bytes.min(info.valid_bytes);
         info.valid_bytes -= taken;
         self.valid_bytes_total -= taken;
+        let owner = info.owner;
+        if let Some(writer) = self.writers.get_mut(&owner) {
+            writer.valid_bytes = writer.valid_bytes.saturating_sub(taken);
+        }
     }
 
     /// Programs one meta page (exactly `page_bytes`) on the next log; returns its index and when the
@@ -536,11 +752,13 @@ impl Space {
         &mut self,
         at: SimTime,
         purpose: Purpose,
+        namespace: u32,
         data: &[u8],
     ) -> Result<(PageIndex, SimTime)> {
-        let log = self.next_log_meta;
-        self.next_log_meta = (log + 1) % self.logs.len();
-        let page = self.reserve_page(log, Stream::Meta)?;
+        let writer = self.writer(namespace);
+        let cursor = writer.next_meta;
+        writer.next_meta = (cursor + 1) % writer.cursors.len();
+        let page = self.reserve_page(namespace, cursor, Stream::Meta)?;
         let done = self
             .flash
             .program(at, page, purpose, data, &[OOB_KIND_META])?;
@@ -589,8 +807,13 @@ impl Space {
     }
 
     /// Programs the data page open in DRAM, padded after its last record.
-    fn close_open_page(&mut self, at: SimTime, purpose: Purpose) -> Result<SimTime> {
-        let Some(open) = self.open_page.take() else {
+    fn close_open_page(
+        &mut self,
+        at: SimTime,
+        namespace: u32,
+        purpose: Purpose,
+    ) -> Result<SimTime> {
+        let Some(open) = self.writer(namespace).open_page.take() else {
             return Ok(at);
         };
         if open.used_chunks < self.chunks_per_page() {
@@ -606,8 +829,8 @@ impl Space {
     }
 
     /// Programs the partly filled data page, if any, so everything appended so far is on flash.
-    pub fn sync(&mut self, at: SimTime, purpose: Purpose) -> Result<SimTime> {
-        self.close_open_page(at, purpose)
+    pub fn sync(&mut self, at: SimTime, namespace: u32, purpose: Purpose) -> Result<SimTime> {
+        self.close_open_page(at, namespace, purpose)
     }
 
     /// Appends a data record; returns where it is and when the last program it caused completes.
@@ -634,30 +857,34 @@ impl Space {
         let chunk = self.config.chunk_bytes as usize;
         let chunks = (RECORD_HEADER_BYTES + key.len() + value.len()).div_ceil(chunk) as u32;
         let mut done = at;
-        if let Some(open) = &self.open_page {
-            if open.used_chunks + chunks > self.chunks_per_page() {
-                done = self.close_open_page(at, purpose)?;
+        let per_page = self.chunks_per_page();
+        if let Some(open) = &self.writer(namespace).open_page {
+            if open.used_chunks + chunks > per_page {
+                done = self.close_open_page(at, namespace, purpose)?;
             }
         }
-        if self.open_page.is_none() {
-            let log = self.next_log_data;
-            self.next_log_data = (log + 1) % self.logs.len();
-            let page = self.reserve_page(log, Stream::Data)?;
-            self.open_page = Some(OpenPage {
+        if self.writer(namespace).open_page.is_none() {
+            let writer = self.writer(namespace);
+            let cursor = writer.next_data;
+            writer.next_data = (cursor + 1) % writer.cursors.len();
+            let page = self.reserve_page(namespace, cursor, Stream::Data)?;
+            let open = OpenPage {
                 page,
-                log,
+                log: cursor,
                 buffer: vec![0u8; self.geometry.page_bytes as usize],
-                bitmap: vec![0u8; layout::bitmap_bytes(self.chunks_per_page())],
+                bitmap: vec![0u8; layout::bitmap_bytes(per_page)],
                 used_chunks: 0,
-            });
+            };
+            self.writer(namespace).open_page = Some(open);
         }
-        let page_index = match &self.open_page {
-            Some(open) => self.geometry.page_index(open.page),
+        let geometry = self.geometry;
+        let page_index = match &self.writer(namespace).open_page {
+            Some(open) => geometry.page_index(open.page),
             None => unreachable!("a page was opened above"),
         };
         let block = page_index / u64::from(self.geometry.pages_per_block);
         let generation = self.erase_generation(block)?;
-        let Some(open) = self.open_page.as_mut() else {
+        let Some(open) = self.writer(namespace).open_page.as_mut() else {
             unreachable!("a page was opened above")
         };
         let start = open.used_chunks;
@@ -676,6 +903,7 @@ impl Space {
         let end = start + chunks - 1;
         open.bitmap[(end / 8) as usize] |= 1 << (end % 8);
         open.used_chunks += chunks;
+        let _ = per_page;
         self.add_valid(block, u64::from(chunks) * chunk as u64);
         self.stats.records_appended += 1;
         let pointer = RecordPointer::new(PageIndex(page_index), start, generation);
@@ -697,17 +925,23 @@ impl Space {
                 value.len()
             )));
         }
-        let log = self.next_log_data;
-        self.next_log_data = (log + 1) % self.logs.len();
+        let writer = self.writer(namespace);
+        let cursor = writer.next_data;
+        writer.next_data = (cursor + 1) % writer.cursors.len();
         let mut done = at;
         // The open small-record page may hold the log's next page; it must be programmed first.
-        if self.open_page.as_ref().is_some_and(|open| open.log == log) {
-            done = self.close_open_page(at, purpose)?;
+        if self
+            .writer(namespace)
+            .open_page
+            .as_ref()
+            .is_some_and(|open| open.log == cursor)
+        {
+            done = self.close_open_page(at, namespace, purpose)?;
         }
         let per_page = self.geometry.page_bytes as usize - LARGE_HEADER_BYTES - key.len();
         let mut head: Option<RecordPointer> = None;
         for (part, slice) in value.chunks(per_page.max(1)).enumerate() {
-            let page = self.reserve_page(log, Stream::Data)?;
+            let page = self.reserve_page(namespace, cursor, Stream::Data)?;
             let index = self.geometry.page_index(page);
             let block = index / u64::from(self.geometry.pages_per_block);
             let pointer = match head {
@@ -797,8 +1031,14 @@ impl Space {
         }
         let page = pointer.page();
         let chunk = self.config.chunk_bytes as usize;
-        if let Some(open) = &self.open_page {
-            if self.geometry.page_index(open.page) == page.0 {
+        let in_dram = self.writers.values().find_map(|writer| {
+            writer
+                .open_page
+                .as_ref()
+                .filter(|open| self.geometry.page_index(open.page) == page.0)
+        });
+        if let Some(open) = in_dram {
+            {
                 let record =
                     layout::decode_small(&open.buffer, pointer.chunk() as usize * chunk, page)?;
                 return Ok((record, at));
@@ -884,12 +1124,19 @@ impl Space {
     /// copy, so it dominates; among blocks with about as much garbage the younger one goes first,
     /// which spreads erases (KAML §IV-E). A block whose every byte is valid is never a victim: it
     /// would cost a copy and reclaim nothing.
+    ///
+    /// Blocks a live snapshot may reach ([`Space::protect`]) are never victims.
     pub fn pick_victim(&self) -> Option<u64> {
-        self.pick_victim_with(|_, _| true)
+        self.pick_victim_with(None, |_, _| true)
     }
 
-    /// Like [`Space::pick_victim`], among the blocks `allow(stream, valid_bytes)` accepts.
-    pub fn pick_victim_with(&self, allow: impl Fn(Stream, u64) -> bool) -> Option<u64> {
+    /// Like [`Space::pick_victim`], among the blocks of `namespace` (any when `None`) that
+    /// `allow(stream, valid_bytes)` accepts.
+    pub fn pick_victim_with(
+        &self,
+        namespace: Option<u32>,
+        allow: impl Fn(Stream, u64) -> bool,
+    ) -> Option<u64> {
         let per_block = self.geometry.pages_per_block;
         let block_bytes = self.geometry.block_bytes();
         let counts: Vec<u32> = (0..self.geometry.blocks_total())
@@ -906,7 +1153,11 @@ impl Space {
             let BlockUse::Used(stream) = info.usage else {
                 continue;
             };
-            if info.valid_bytes >= block_bytes || !allow(stream, info.valid_bytes) {
+            if info.valid_bytes >= block_bytes
+                || namespace.is_some_and(|namespace| namespace != info.owner)
+                || !allow(stream, info.valid_bytes)
+                || self.is_protected(index as u64)
+            {
                 continue;
             }
             let address = self.block_address(index as u64);
@@ -1033,7 +1284,13 @@ impl Space {
 
     /// Erases a victim after its live contents were relocated and returns it to the free pool.
     pub fn erase_victim(&mut self, at: SimTime, block: u64) -> Result<SimTime> {
+        // What a live snapshot can reach is never erased.
+        assert!(
+            !self.is_protected(block),
+            "block {block} holds pages a live snapshot can reach"
+        );
         let usage = self.blocks[block as usize].usage;
+        let owner = self.blocks[block as usize].owner;
         let address = self.block_address(block);
         let done = self.flash.erase(at, address, Purpose::Gc)?;
         match usage {
@@ -1042,18 +1299,16 @@ impl Space {
             BlockUse::Free => {}
         }
         let valid = self.blocks[block as usize].valid_bytes;
-        self.valid_bytes_total -= valid;
-        self.blocks[block as usize] = BlockInfo {
-            usage: BlockUse::Free,
-            valid_bytes: 0,
-            successor: None,
-        };
-        for log in &mut self.logs {
-            if log.last_meta == Some(block) {
-                log.last_meta = None;
-            }
-            if log.last_data == Some(block) {
-                log.last_data = None;
+        self.sub_valid(block, valid);
+        self.blocks[block as usize] = BlockInfo::FREE;
+        if let Some(writer) = self.writers.get_mut(&owner) {
+            for cursor in &mut writer.cursors {
+                if cursor.last_meta == Some(block) {
+                    cursor.last_meta = None;
+                }
+                if cursor.last_data == Some(block) {
+                    cursor.last_data = None;
+                }
             }
         }
         self.free_by_die[address.die as usize].push(address.block);

@@ -19,7 +19,7 @@ fn space_small_records_pack_and_read_back() {
     for i in 0..100u32 {
         let key = format!("key{i}");
         let value = vec![i as u8; (i % 40) as usize];
-        let predicted = space.data_pages_needed(std::iter::once((key.len(), value.len())));
+        let predicted = space.data_pages_needed(7, std::iter::once((key.len(), value.len())));
         let before = space.flash().counters().total().programs;
         let (pointer, _) = space
             .append_record(0, Purpose::UserData, 7, key.as_bytes(), &value)
@@ -102,7 +102,7 @@ fn space_meta_pages_and_pool_exhaustion() {
     let page = vec![9u8; 512];
     let mut written = 0u64;
     loop {
-        match space.write_meta(0, Purpose::Index, &page) {
+        match space.write_meta(0, Purpose::Index, 0, &page) {
             Ok((index, _)) => {
                 written += 1;
                 if written == 1 {

@@ -12,20 +12,26 @@ use kvssd_space::RecordPointer;
 use super::bloom::Bloom;
 use super::level::{self, prefix_of, Level, Segment};
 use super::segment::{self, Entry};
-use super::{Admission, LsmEngine, Result, Step};
+use super::{Admission, LsmTree, Result, Step};
 use crate::EngineError;
+use kvssd_space::Space;
 
-impl LsmEngine {
+impl LsmTree {
     /// Flushes L0: values to data segments, keys and pointers merged into L1, then merges down any
     /// level over capacity and unpins levels if DRAM ran short.
-    pub(super) fn flush(&mut self, at: SimTime, admission: Admission) -> Result<SimTime> {
-        let mut t = self.ensure_space(at, Step::Flush, admission)?;
+    pub(super) fn flush(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        admission: Admission,
+    ) -> Result<SimTime> {
+        let mut t = self.ensure_space(space, at, Step::Flush, admission)?;
         if self.l0.is_empty() {
             return Ok(t);
         }
         let pairs = std::mem::take(&mut self.l0);
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
-        let result = self.write_values(t, &pairs);
+        let result = self.write_values(space, t, &pairs);
         let (entries, written) = match result {
             Ok(done) => done,
             Err(error) => {
@@ -35,16 +41,16 @@ impl LsmEngine {
                 return Err(error);
             }
         };
-        t = self.charge(written);
-        t = self.merge_into(t, entries, 0)?;
+        t = self.charge(space, written);
+        t = self.merge_into(space, t, entries, 0)?;
         self.activity.flushes += 1;
-        t = self.cascade(t)?;
-        self.enforce_dram(t)
+        t = self.cascade(space, t)?;
+        self.enforce_dram(space, t)
     }
 
     /// Merges down every level over capacity, top first. A merge that cannot get its space is
     /// deferred to the next flush.
-    fn cascade(&mut self, at: SimTime) -> Result<SimTime> {
+    fn cascade(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         let mut t = at;
         loop {
             let over = (0..self.levels.len()).find(|&index| {
@@ -54,7 +60,7 @@ impl LsmEngine {
             let Some(index) = over else {
                 return Ok(t);
             };
-            match self.compact_level(t, index) {
+            match self.compact_level(space, t, index) {
                 Ok(done) => t = done,
                 Err(EngineError::CapacityExceeded(_)) => {
                     self.activity.compactions_deferred += 1;
@@ -66,15 +72,15 @@ impl LsmEngine {
     }
 
     /// Merges level `index` into the next one and empties it.
-    fn compact_level(&mut self, at: SimTime, index: usize) -> Result<SimTime> {
-        let mut t = self.ensure_space(at, Step::Merge(index), Admission::Reserve)?;
-        let (upper, read) = self.level_entries(t, index, Purpose::Compaction)?;
+    fn compact_level(&mut self, space: &mut Space, at: SimTime, index: usize) -> Result<SimTime> {
+        let mut t = self.ensure_space(space, at, Step::Merge(index), Admission::Reserve)?;
+        let (upper, read) = self.level_entries(space, t, index, Purpose::Compaction)?;
         t = read;
-        t = self.merge_into(t, upper, index + 1)?;
+        t = self.merge_into(space, t, upper, index + 1)?;
         let old = std::mem::take(&mut self.levels[index].segments);
         for segment in old {
             if let Some(page) = segment.page {
-                self.space.invalidate_meta(page);
+                space.invalidate_meta(page);
             }
         }
         self.levels[index].entries = 0;
@@ -84,12 +90,13 @@ impl LsmEngine {
             level::link(&mut upper[index - 1], &lower[0], &mut self.cpu_pending);
         }
         self.activity.compactions += 1;
-        Ok(self.charge(t))
+        Ok(self.charge(space, t))
     }
 
     /// Every entry of a level, in order (pinned: from DRAM; else read, all pages issued at `at`).
     pub(super) fn level_entries(
         &mut self,
+        space: &mut Space,
         at: SimTime,
         index: usize,
         purpose: Purpose,
@@ -100,13 +107,8 @@ impl LsmEngine {
             return Ok((all, at));
         };
         for segment in 0..level.segments.len() {
-            let (entries, finished) = Self::segment_entries_of(
-                &mut self.space,
-                &self.levels[index],
-                at,
-                segment,
-                purpose,
-            )?;
+            let (entries, finished) =
+                Self::segment_entries_of(space, &self.levels[index], at, segment, purpose)?;
             done = done.max(finished);
             all.extend(entries);
         }
@@ -118,6 +120,7 @@ impl LsmEngine {
     /// are dropped when `target` is the last level.
     pub(super) fn merge_into(
         &mut self,
+        space: &mut Space,
         at: SimTime,
         upper: Vec<Entry>,
         target: usize,
@@ -129,7 +132,7 @@ impl LsmEngine {
                 ..Level::default()
             });
         }
-        let (lower, read) = self.level_entries(t, target, Purpose::Compaction)?;
+        let (lower, read) = self.level_entries(space, t, target, Purpose::Compaction)?;
         t = read;
         let last = target + 1 == self.levels.len();
         let mut merged = Vec::with_capacity(upper.len() + lower.len());
@@ -166,7 +169,7 @@ impl LsmEngine {
             }
             merged.push(entry);
         }
-        t = self.charge(t);
+        t = self.charge(space, t);
         let pinned = self.levels[target].pinned;
         let bits = self.bloom_bits_for(target);
         let key_bytes: u64 = merged.iter().map(|entry| entry.key.len() as u64).sum();
@@ -186,7 +189,8 @@ impl LsmEngine {
                 (None, Some(entries))
             } else {
                 let image = segment::encode(&entries, self.page_bytes);
-                let (page, finished) = self.space.write_meta(t, Purpose::Compaction, &image)?;
+                let (page, finished) =
+                    space.write_meta(t, Purpose::Compaction, self.config.namespace, &image)?;
                 done = done.max(finished);
                 (Some(page), None)
             };
@@ -206,12 +210,12 @@ impl LsmEngine {
         level.key_bytes = key_bytes;
         for segment in old {
             if let Some(page) = segment.page {
-                self.space.invalidate_meta(page);
+                space.invalidate_meta(page);
             }
         }
         for entry in superseded {
             if !entry.is_tombstone() {
-                self.space.invalidate_record(
+                space.invalidate_record(
                     RecordPointer::from_raw(entry.pointer),
                     entry.key.len(),
                     entry.value_len as usize,
@@ -222,7 +226,7 @@ impl LsmEngine {
         if last {
             self.activity.last_level_compactions += 1;
         }
-        Ok(self.charge(t))
+        Ok(self.charge(space, t))
     }
 
     /// Recomputes the range pointers into and out of level `index`.
@@ -242,13 +246,13 @@ impl LsmEngine {
 
     /// Unpins the deepest pinned level while DRAM exceeds the budget: its segments are written to
     /// flash and dropped from DRAM, and no level that deep is pinned again.
-    pub(super) fn enforce_dram(&mut self, at: SimTime) -> Result<SimTime> {
+    pub(super) fn enforce_dram(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         let mut t = at;
         while self.dram_usage().total() > self.dram_budget {
             let Some(index) = self.levels.iter().rposition(|level| level.pinned) else {
                 return Ok(t);
             };
-            t = match self.ensure_space(t, Step::Unpin(index), Admission::Reserve) {
+            t = match self.ensure_space(space, t, Step::Unpin(index), Admission::Reserve) {
                 Ok(t) => t,
                 Err(EngineError::CapacityExceeded(_)) => return Ok(t),
                 Err(error) => return Err(error),
@@ -259,7 +263,8 @@ impl LsmEngine {
                     continue;
                 };
                 let image = segment::encode(&entries, self.page_bytes);
-                let (page, finished) = self.space.write_meta(t, Purpose::Compaction, &image)?;
+                let (page, finished) =
+                    space.write_meta(t, Purpose::Compaction, self.config.namespace, &image)?;
                 done = done.max(finished);
                 self.levels[index].segments[slot].page = Some(page);
             }
@@ -272,8 +277,8 @@ impl LsmEngine {
     }
 
     /// Flushes L0 now (for tests and shutdown paths); a no-op when L0 is empty.
-    pub fn flush_l0(&mut self, at: SimTime) -> Result<SimTime> {
-        self.flush(at, Admission::Reserve)
+    pub fn flush_l0(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        self.flush(space, at, Admission::Reserve)
     }
 
     /// Re-inserts pairs GC found live into L0 (`pink`, PinK §4.5).

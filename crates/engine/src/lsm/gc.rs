@@ -9,17 +9,17 @@
 use std::collections::BTreeMap;
 
 use kvssd_flash::{Purpose, SimTime};
-use kvssd_space::{Liveness, PageIndex, RecordPointer, Victim};
+use kvssd_space::{Liveness, PageIndex, RecordPointer, Space, Victim};
 
 use super::level::SearchMode;
 use super::segment::{self, SegmentPage};
-use super::{Found, LsmEngine, Result};
+use super::{Found, LsmTree, Result};
 use crate::config::GcPolicy;
 use crate::cpu::CpuCounts;
 
 /// The level lists, asked whether a meta page is still referenced.
 struct LevelLists<'a> {
-    engine: &'a LsmEngine,
+    engine: &'a LsmTree,
 }
 
 impl Liveness for LevelLists<'_> {
@@ -35,7 +35,7 @@ type LiveValue = (Vec<u8>, RecordPointer, Vec<u8>, usize, usize);
 /// New pointers by (level, segment) they belong to.
 type Relocations = BTreeMap<(usize, usize), Vec<(Vec<u8>, u64)>>;
 
-impl LsmEngine {
+impl LsmTree {
     /// The level and segment whose level-list entry points at meta page `page`.
     fn meta_owner(
         &self,
@@ -60,10 +60,16 @@ impl LsmEngine {
     }
 
     /// Collects one victim block: relocates what is live, then erases it.
-    pub(super) fn collect(&mut self, at: SimTime, victim: u64) -> Result<SimTime> {
-        let (contents, mut t) = self.space.read_victim(at, victim)?;
+    pub(super) fn collect(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        victim: u64,
+    ) -> Result<SimTime> {
+        let (contents, mut t) = space.read_victim(at, victim)?;
         match contents {
             Victim::Meta(pages) => {
+                self.activity.gc_meta_victims += 1;
                 let live: Vec<(PageIndex, Vec<u8>)> = {
                     let lists = LevelLists { engine: self };
                     kvssd_space::Space::live_meta_pages(&pages, &lists)
@@ -78,7 +84,8 @@ impl LsmEngine {
                         continue;
                     };
                     self.cpu_pending.add(&cpu);
-                    let (moved, finished) = self.space.write_meta(t, Purpose::Gc, &bytes)?;
+                    let (moved, finished) =
+                        space.write_meta(t, Purpose::Gc, self.config.namespace, &bytes)?;
                     done = done.max(finished);
                     self.levels[level].segments[slot].page = Some(moved);
                     self.activity.gc_meta_pages_moved += 1;
@@ -86,12 +93,13 @@ impl LsmEngine {
                 t = done;
             }
             Victim::Data(records) => {
+                self.activity.gc_data_victims += 1;
                 let mut live = Vec::new();
                 for record in records {
                     if record.namespace != self.config.namespace {
                         continue;
                     }
-                    let (found, done, _) = self.lookup(t, &record.key, Purpose::Gc)?;
+                    let (found, done, _) = self.lookup(space, t, &record.key, Purpose::Gc)?;
                     t = done;
                     if let Found::Level {
                         level,
@@ -104,7 +112,7 @@ impl LsmEngine {
                         }
                     }
                 }
-                t = self.charge(t);
+                t = self.charge(space, t);
                 let mut values = Vec::with_capacity(live.len());
                 let issue = t;
                 for (record, level, segment) in live {
@@ -112,7 +120,7 @@ impl LsmEngine {
                         Some(value) => value,
                         None => {
                             let (whole, done) =
-                                self.space.read_record(issue, record.pointer, Purpose::Gc)?;
+                                space.read_record(issue, record.pointer, Purpose::Gc)?;
                             t = t.max(done);
                             whole.value
                         }
@@ -128,23 +136,27 @@ impl LsmEngine {
                         self.reinsert(pairs);
                         t
                     }
-                    GcPolicy::Rewrite => self.rewrite(t, values)?,
+                    GcPolicy::Rewrite => self.rewrite(space, t, values)?,
                 };
             }
         }
-        t = self.charge(t);
-        Ok(self.space.erase_victim(t, victim)?)
+        t = self.charge(space, t);
+        Ok(space.erase_victim(t, victim)?)
     }
 
     /// `lightstore`: appends live values again and points their entries at the new records,
     /// rewriting each affected unpinned meta segment once.
-    fn rewrite(&mut self, at: SimTime, values: Vec<LiveValue>) -> Result<SimTime> {
+    fn rewrite(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        values: Vec<LiveValue>,
+    ) -> Result<SimTime> {
         let mut done = at;
         let mut updates: Relocations = BTreeMap::new();
         for (key, _, value, level, slot) in values {
             let (pointer, finished) =
-                self.space
-                    .append_record(at, Purpose::Gc, self.config.namespace, &key, &value)?;
+                space.append_record(at, Purpose::Gc, self.config.namespace, &key, &value)?;
             self.cpu_pending.bytes_copied += (key.len() + value.len()) as u64;
             done = done.max(finished);
             updates
@@ -153,7 +165,7 @@ impl LsmEngine {
                 .push((key, pointer.raw()));
             self.activity.gc_records_rewritten += 1;
         }
-        let t = self.charge(done);
+        let t = self.charge(space, done);
         let mut finished_all = t;
         for ((level, slot), moved) in updates {
             let segment = &mut self.levels[level].segments[slot];
@@ -166,7 +178,7 @@ impl LsmEngine {
                 continue;
             }
             let Some(page) = segment.page else { continue };
-            let (bytes, read) = self.space.read_page(t, page, Purpose::Gc)?;
+            let (bytes, read) = space.read_page(t, page, Purpose::Gc)?;
             let mut entries = SegmentPage::parse(&bytes, page.0)?.entries()?;
             for (key, pointer) in moved {
                 if let Some(position) = segment::find_in(&entries, &key, &mut self.cpu_pending) {
@@ -174,9 +186,10 @@ impl LsmEngine {
                 }
             }
             let image = segment::encode(&entries, self.page_bytes);
-            let (new_page, written) = self.space.write_meta(read, Purpose::Gc, &image)?;
+            let (new_page, written) =
+                space.write_meta(read, Purpose::Gc, self.config.namespace, &image)?;
             finished_all = finished_all.max(written);
-            self.space.invalidate_meta(page);
+            space.invalidate_meta(page);
             self.levels[level].segments[slot].page = Some(new_page);
             self.activity.gc_segments_rewritten += 1;
         }

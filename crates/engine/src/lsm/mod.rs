@@ -26,7 +26,10 @@ pub(crate) mod segment;
 
 use std::collections::BTreeMap;
 
-use kvssd_flash::{Flash, Purpose, SimTime};
+use kvssd_flash::{Purpose, SimTime};
+
+mod engine;
+pub use engine::LsmEngine;
 use kvssd_space::{RecordPointer, Space, Stream};
 
 use crate::config::{EngineConfig, Features, GcPolicy};
@@ -92,6 +95,8 @@ struct Activity {
     last_level_compactions: u64,
     compactions_deferred: u64,
     levels_unpinned: u64,
+    gc_meta_victims: u64,
+    gc_data_victims: u64,
     gc_meta_pages_moved: u64,
     gc_records_reinserted: u64,
     gc_records_rewritten: u64,
@@ -119,9 +124,9 @@ pub struct Plan {
     pub bloom_bits_per_key: Vec<f64>,
 }
 
-/// An LSM-tree key-value engine over the space layer.
-pub struct LsmEngine {
-    space: Space,
+/// The LSM-tree index of one namespace, over a space layer it shares with other namespaces: every
+/// operation takes the [`Space`] it writes to. [`LsmEngine`] is a tree with a space of its own.
+pub struct LsmTree {
     config: EngineConfig,
     features: Features,
     page_bytes: usize,
@@ -147,13 +152,13 @@ pub struct LsmEngine {
     last_get_meta_reads: u32,
 }
 
-impl LsmEngine {
-    /// Opens an engine over a fully erased flash array.
+impl LsmTree {
+    /// Opens an empty tree that writes to `space` under namespace `config.namespace`.
     ///
     /// Refuses a DRAM budget that cannot hold L0 and the level lists of a full device (at the
     /// configured expected key and value sizes) with [`EngineError::DramBudgetTooSmall`].
-    pub fn open(flash: Flash, config: EngineConfig) -> Result<LsmEngine> {
-        let geometry = *flash.geometry();
+    pub fn open(space: &Space, config: EngineConfig) -> Result<LsmTree> {
+        let geometry = *space.geometry();
         if config.size_factor < 2 {
             return Err(EngineError::Config("size_factor must be at least 2".into()));
         }
@@ -168,7 +173,6 @@ impl LsmEngine {
                 "pages of {page_bytes} bytes cannot hold a meta entry with a 255-byte key"
             )));
         }
-        let space = Space::open(flash, config.space.clone())?;
         let features = config.features;
         let capacity = geometry.capacity_bytes();
         let dram_budget = if config.dram_budget_bytes == 0 {
@@ -263,9 +267,8 @@ impl LsmEngine {
             worst_case_meta_reads: projected.len().saturating_sub(pinned_target),
             bloom_bits_per_key: bloom_bits_per_key.clone(),
         };
-        Ok(LsmEngine {
+        Ok(LsmTree {
             plan,
-            space,
             features,
             page_bytes,
             l0: BTreeMap::new(),
@@ -298,11 +301,6 @@ impl LsmEngine {
     /// The configuration.
     pub fn config(&self) -> &EngineConfig {
         &self.config
-    }
-
-    /// The space layer (and through it the flash, its counters and geometry).
-    pub fn space(&self) -> &Space {
-        &self.space
     }
 
     /// h: the number of levels, L0 included.
@@ -341,12 +339,12 @@ impl LsmEngine {
     }
 
     /// Charges the counted CPU work to the controller; returns when it completes.
-    fn charge(&mut self, at: SimTime) -> SimTime {
+    fn charge(&mut self, space: &mut Space, at: SimTime) -> SimTime {
         let ns = self.cpu_pending.cost_ns(&self.config.cpu);
         self.cpu_total.add(&self.cpu_pending);
         self.cpu_pending = CpuCounts::default();
         self.cpu_ns += ns;
-        self.space.compute(at, ns)
+        space.compute(at, ns)
     }
 
     fn search_mode(&self) -> SearchMode {
@@ -375,6 +373,7 @@ impl LsmEngine {
     /// it found, when, and how many meta pages it read.
     fn lookup(
         &mut self,
+        space: &mut Space,
         at: SimTime,
         key: &[u8],
         purpose: Purpose,
@@ -431,8 +430,8 @@ impl LsmEngine {
                         "an unpinned segment has no flash address".into(),
                     ));
                 };
-                t = self.charge(t);
-                let (bytes, done) = self.space.read_page(t, page, purpose)?;
+                t = self.charge(space, t);
+                let (bytes, done) = space.read_page(t, page, purpose)?;
                 t = done;
                 meta_reads += 1;
                 SegmentPage::parse(&bytes, page.0)?.find(key, &mut self.cpu_pending)?
@@ -464,9 +463,14 @@ impl LsmEngine {
 
     /// Reads the value of the newest version of `key`, or `None` if it has none (never stored or
     /// deleted). Returns when the value is at the controller.
-    pub fn get(&mut self, at: SimTime, key: &[u8]) -> Result<(Option<Vec<u8>>, SimTime)> {
+    pub fn get(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, SimTime)> {
         self.check_key(key)?;
-        let (found, mut t, meta_reads) = self.lookup(at, key, Purpose::Index)?;
+        let (found, mut t, meta_reads) = self.lookup(space, at, key, Purpose::Index)?;
         self.last_get_meta_reads = meta_reads;
         self.gets.record(meta_reads);
         let value = match found {
@@ -476,8 +480,8 @@ impl LsmEngine {
                 if entry.is_tombstone() {
                     None
                 } else {
-                    t = self.charge(t);
-                    let (record, done) = self.space.read_record(
+                    t = self.charge(space, t);
+                    let (record, done) = space.read_record(
                         t,
                         RecordPointer::from_raw(entry.pointer),
                         Purpose::UserData,
@@ -494,7 +498,7 @@ impl LsmEngine {
                 }
             }
         };
-        Ok((value, self.charge(t)))
+        Ok((value, self.charge(space, t)))
     }
 
     /// Stores `value` under `key`, replacing any older version.
@@ -502,7 +506,13 @@ impl LsmEngine {
     /// Refused with [`EngineError::CapacityExceeded`] (and nothing changed) when user data would
     /// exceed the raw capacity less over-provisioning, when flushing L0 would need blocks that GC
     /// cannot free without touching the delete and GC reserves, or when the index's DRAM is full.
-    pub fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime> {
+    pub fn put(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<SimTime> {
         self.check_key(key)?;
         if value.len() > self.value_bytes_max {
             return Err(EngineError::ValueTooLarge {
@@ -510,12 +520,11 @@ impl LsmEngine {
                 max: self.value_bytes_max,
             });
         }
-        let footprint = self.space.record_footprint(key.len(), value.len());
+        let footprint = space.record_footprint(key.len(), value.len());
         // User data, plus the room a merge of the whole tree needs while old and new meta segments
         // coexist, must fit the capacity less over-provisioning.
-        let transient = self.cascade_reserve_blocks() * self.space.block_bytes();
-        if self.space.valid_bytes() + self.l0_bytes + footprint + transient
-            > self.space.user_capacity_bytes()
+        let transient = self.cascade_reserve_blocks(space) * space.block_bytes();
+        if space.valid_bytes() + self.l0_bytes + footprint + transient > space.user_capacity_bytes()
         {
             return Err(EngineError::CapacityExceeded(
                 "user data would exceed the capacity less over-provisioning",
@@ -538,14 +547,14 @@ impl LsmEngine {
                 "the level lists fill the DRAM budget",
             ));
         }
-        self.insert(at, key, Some(value), Admission::Put)
+        self.insert(space, at, key, Some(value), Admission::Put)
     }
 
     /// Deletes `key` (stores a tombstone). Deletes may use the delete reserve, so they proceed on a
     /// device that refuses puts.
-    pub fn delete(&mut self, at: SimTime, key: &[u8]) -> Result<SimTime> {
+    pub fn delete(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<SimTime> {
         self.check_key(key)?;
-        self.insert(at, key, None, Admission::Reserve)
+        self.insert(space, at, key, None, Admission::Reserve)
     }
 
     fn l0_pair_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
@@ -554,6 +563,7 @@ impl LsmEngine {
 
     fn insert(
         &mut self,
+        space: &mut Space,
         at: SimTime,
         key: &[u8],
         value: Option<&[u8]>,
@@ -562,14 +572,14 @@ impl LsmEngine {
         let mut t = at;
         let added = Self::l0_pair_bytes(key, value);
         if self.l0_bytes + added > self.config.l0_bytes && !self.l0.is_empty() {
-            t = self.flush(t, admission)?;
+            t = self.flush(space, t, admission)?;
         }
         self.count_l0_search(key);
         self.cpu_pending.bytes_copied += added;
         self.key_len_max_seen = self.key_len_max_seen.max(key.len());
         self.l0_insert(key.to_vec(), value.map(<[u8]>::to_vec), false);
-        t = self.background_gc(t)?;
-        Ok(self.charge(t))
+        t = self.background_gc(space, t)?;
+        Ok(self.charge(space, t))
     }
 
     fn l0_insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>, from_gc: bool) {
@@ -582,7 +592,13 @@ impl LsmEngine {
 
     /// Up to `count` pairs with keys `>= start`, in key order, from one consistent view (the engine
     /// is single-threaded, so the view is the state at the call).
-    pub fn scan(&mut self, at: SimTime, start: &[u8], count: usize) -> Result<(Pairs, SimTime)> {
+    pub fn scan(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Pairs, SimTime)> {
         self.check_key(start)?;
         let mut t = at;
         // Source 0 is L0; source i + 1 is level i. A lower source number is newer.
@@ -604,7 +620,8 @@ impl LsmEngine {
             let first = self.levels[index]
                 .find_segment(start, 0, usize::MAX, mode, &mut self.cpu_pending)
                 .unwrap_or(0);
-            let (entries, done) = self.segment_entries(issued_at, index, first, Purpose::Index)?;
+            let (entries, done) =
+                self.segment_entries(space, issued_at, index, first, Purpose::Index)?;
             t = t.max(done);
             let position = entries.partition_point(|entry| entry.key.as_slice() < start);
             cursors.push(Cursor {
@@ -623,7 +640,7 @@ impl LsmEngine {
                     cursor.segment += 1;
                     issued_at = issued_at.max(t);
                     let (entries, done) = Self::segment_entries_of(
-                        &mut self.space,
+                        space,
                         &self.levels[index],
                         issued_at,
                         cursor.segment,
@@ -672,14 +689,14 @@ impl LsmEngine {
                 _ => {}
             }
         }
-        t = self.charge(t);
+        t = self.charge(space, t);
         let issue = t;
         let mut out = Vec::with_capacity(picked.len());
         for (key, value) in picked {
             let value = match value {
                 Ok(value) => value,
                 Err(pointer) => {
-                    let (record, done) = self.space.read_record(
+                    let (record, done) = space.read_record(
                         issue,
                         RecordPointer::from_raw(pointer),
                         Purpose::UserData,
@@ -690,18 +707,19 @@ impl LsmEngine {
             };
             out.push((key, value));
         }
-        Ok((out, self.charge(t)))
+        Ok((out, self.charge(space, t)))
     }
 
     /// The entries of one segment of a level (from DRAM if pinned, else read at `at`).
     fn segment_entries(
         &mut self,
+        space: &mut Space,
         at: SimTime,
         level: usize,
         segment: usize,
         purpose: Purpose,
     ) -> Result<(Vec<Entry>, SimTime)> {
-        Self::segment_entries_of(&mut self.space, &self.levels[level], at, segment, purpose)
+        Self::segment_entries_of(space, &self.levels[level], at, segment, purpose)
     }
 
     fn segment_entries_of(
@@ -771,7 +789,7 @@ impl LsmEngine {
     }
 
     /// Everything the engine reports.
-    pub fn stats(&self) -> EngineStats {
+    pub fn stats(&self, space: &Space) -> EngineStats {
         let levels = (0..self.levels.len())
             .map(|index| {
                 let level = &self.levels[index];
@@ -802,7 +820,7 @@ impl LsmEngine {
                 }
             })
             .collect();
-        let space = self.space.stats();
+        let flash = space.flash().counters();
         EngineStats {
             preset: self.config.preset,
             height: self.height(),
@@ -810,15 +828,15 @@ impl LsmEngine {
             levels,
             l0_entries: self.l0.len() as u64,
             dram: self.dram_usage(),
-            flash: self.space.flash().counters(),
+            flash,
             meta_reads_per_get: self.gets.clone(),
             flushes: self.activity.flushes,
             compactions: self.activity.compactions,
             last_level_compactions: self.activity.last_level_compactions,
             compactions_deferred: self.activity.compactions_deferred,
             levels_unpinned: self.activity.levels_unpinned,
-            gc_meta_victims: space.gc_meta_victims,
-            gc_data_victims: space.gc_data_victims,
+            gc_meta_victims: self.activity.gc_meta_victims,
+            gc_data_victims: self.activity.gc_data_victims,
             gc_meta_pages_moved: self.activity.gc_meta_pages_moved,
             gc_records_reinserted: self.activity.gc_records_reinserted,
             gc_records_rewritten: self.activity.gc_records_rewritten,
@@ -840,15 +858,16 @@ impl LsmEngine {
     }
 
     /// Blocks the free pool must supply for `step`.
-    fn blocks_needed(&self, step: Step) -> u64 {
+    fn blocks_needed(&self, space: &Space, step: Step) -> u64 {
         let (data_pages, meta_pages) = match step {
             Step::Nothing => (0, 0),
             Step::Flush => {
-                let data =
-                    self.space
-                        .data_pages_needed(self.l0.iter().filter_map(|(key, value)| {
-                            value.value.as_ref().map(|v| (key.len(), v.len()))
-                        }));
+                let data = space.data_pages_needed(
+                    self.config.namespace,
+                    self.l0.iter().filter_map(|(key, value)| {
+                        value.value.as_ref().map(|v| (key.len(), v.len()))
+                    }),
+                );
                 let keys: u64 = self.l0.keys().map(|key| key.len() as u64).sum();
                 let upper = keys + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
                 (data, self.merge_pages_needed(upper, 0))
@@ -859,13 +878,13 @@ impl LsmEngine {
             }
             Step::Unpin(index) => (0, self.levels[index].segments.len() as u64),
         };
-        self.space.blocks_needed(Stream::Data, data_pages)
-            + self.space.blocks_needed(Stream::Meta, meta_pages)
+        space.blocks_needed(self.config.namespace, Stream::Data, data_pages)
+            + space.blocks_needed(self.config.namespace, Stream::Meta, meta_pages)
     }
 
     /// Blocks a merge of every level into the last one could write: the worst case of the cascade
     /// a flush may start (pinned levels included, as they may have to be unpinned).
-    fn cascade_reserve_blocks(&self) -> u64 {
+    fn cascade_reserve_blocks(&self, space: &Space) -> u64 {
         let keys: u64 = self.l0.keys().map(|key| key.len() as u64).sum();
         let mut total = keys + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
         for index in 0..self.levels.len() {
@@ -875,7 +894,7 @@ impl LsmEngine {
             .saturating_sub(self.key_len_max_seen + ENTRY_OVERHEAD_BYTES)
             .max(1) as u64;
         let pages = total.div_ceil(usable) + self.levels.len() as u64 + 1;
-        self.space.blocks_needed(Stream::Meta, pages)
+        space.blocks_needed(self.config.namespace, Stream::Meta, pages)
     }
 
     fn level_encoded_bytes(&self, index: usize) -> u64 {
@@ -903,17 +922,23 @@ impl LsmEngine {
 
     /// Runs GC until the free pool can supply `step` plus the reserves, or fails with
     /// [`EngineError::CapacityExceeded`] if GC cannot free enough.
-    fn ensure_space(&mut self, at: SimTime, step: Step, admission: Admission) -> Result<SimTime> {
+    fn ensure_space(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        step: Step,
+        admission: Admission,
+    ) -> Result<SimTime> {
         let mut t = at;
-        let gc_reserve = u64::from(self.space.config().gc_reserve_blocks);
+        let gc_reserve = u64::from(space.config().gc_reserve_blocks);
         let mut rounds = 0u64;
         loop {
-            let mut needed = self.blocks_needed(step);
+            let mut needed = self.blocks_needed(space, step);
             if let Step::Flush = step {
                 // What L0 adds must not leave the tree unable to merge all the way down: that merge
                 // is what turns deletes and overwrites into free space. Deletes may use half of
                 // this reserve: they add no data, and their merges are what give space back.
-                let cascade = self.cascade_reserve_blocks();
+                let cascade = self.cascade_reserve_blocks(space);
                 needed += match admission {
                     Admission::Put => cascade,
                     Admission::Reserve => cascade / 2,
@@ -927,15 +952,15 @@ impl LsmEngine {
                     0
                 };
             let soft = hard.max(self.gc_threshold);
-            let free = self.space.free_blocks();
+            let free = space.free_blocks();
             if free >= soft {
                 return Ok(t);
             }
             rounds += 1;
-            let victim = if rounds > self.space.geometry().blocks_total() {
+            let victim = if rounds > space.geometry().blocks_total() {
                 None
             } else {
-                self.pick_victim()
+                self.pick_victim(space)
             };
             let Some(victim) = victim else {
                 if free >= hard {
@@ -945,12 +970,12 @@ impl LsmEngine {
                     "GC cannot free the blocks this write needs",
                 ));
             };
-            t = self.collect(t, victim)?;
+            t = self.collect(space, t, victim)?;
         }
     }
 
     /// The next GC victim. `pink` takes a data block only while L0 can absorb its live records.
-    fn pick_victim(&self) -> Option<u64> {
+    fn pick_victim(&self, space: &Space) -> Option<u64> {
         if self.features.gc == GcPolicy::Reinsert {
             let room = self
                 .l0_reservation
@@ -958,23 +983,23 @@ impl LsmEngine {
             let l0_room = self
                 .l0_reservation
                 .saturating_sub(self.l0_bytes)
-                .min(room + self.space.block_bytes());
-            self.space.pick_victim_with(|stream, valid| {
+                .min(room + space.block_bytes());
+            space.pick_victim_with(Some(self.config.namespace), |stream, valid| {
                 // Re-inserted pairs take about their record size in L0 plus the per-entry overhead.
                 stream == Stream::Meta || valid * 2 <= l0_room
             })
         } else {
-            self.space.pick_victim()
+            space.pick_victim_with(Some(self.config.namespace), |_, _| true)
         }
     }
 
     /// Collects blocks while the free pool is below the GC threshold (never fails for lack of
     /// victims: the threshold is a wish, the reserves are the requirement).
-    fn background_gc(&mut self, at: SimTime) -> Result<SimTime> {
-        if self.space.free_blocks() >= self.gc_threshold {
+    fn background_gc(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        if space.free_blocks() >= self.gc_threshold {
             return Ok(at);
         }
-        match self.ensure_space(at, Step::Nothing, Admission::Reserve) {
+        match self.ensure_space(space, at, Step::Nothing, Admission::Reserve) {
             Ok(t) => Ok(t),
             Err(EngineError::CapacityExceeded(_)) => Ok(at),
             Err(error) => Err(error),
@@ -984,6 +1009,7 @@ impl LsmEngine {
     /// Writes data records for pairs; returns their entries and when the programs complete.
     fn write_values(
         &mut self,
+        space: &mut Space,
         at: SimTime,
         pairs: &BTreeMap<Vec<u8>, L0Value>,
     ) -> Result<(Vec<Entry>, SimTime)> {
@@ -998,8 +1024,7 @@ impl LsmEngine {
                         Purpose::UserData
                     };
                     let (pointer, finished) =
-                        self.space
-                            .append_record(at, purpose, self.config.namespace, key, bytes)?;
+                        space.append_record(at, purpose, self.config.namespace, key, bytes)?;
                     self.cpu_pending.bytes_copied += (key.len() + bytes.len()) as u64;
                     done = done.max(finished);
                     Entry {
