@@ -30,5 +30,7 @@ mod stats;
 pub use config::{EngineConfig, Features, GcPolicy, Preset, KEY_BYTES_MAX, VALUE_BYTES_MAX};
 pub use cpu::{CpuCosts, CpuCounts};
 pub use error::EngineError;
-pub use lsm::{LsmEngine, LsmTree, Pairs, Plan};
+pub use lsm::{
+    IterStats, LsmEngine, LsmTree, Pairs, Plan, SnapshotEntry, SnapshotIter, TreeSnapshot,
+};
 pub use stats::{BloomLevelStats, DramUsage, EngineStats, LevelStats, ReadHistogram};

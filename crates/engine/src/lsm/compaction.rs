@@ -5,6 +5,7 @@
 //! does not start, so the tree is always consistent (levels may only stay over capacity).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::RecordPointer;
@@ -29,13 +30,14 @@ impl LsmTree {
         if self.l0.is_empty() {
             return Ok(t);
         }
-        let pairs = std::mem::take(&mut self.l0);
+        let pairs = Arc::unwrap_or_clone(std::mem::take(&mut self.l0));
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
         let result = self.write_values(space, t, &pairs);
         let (entries, written) = match result {
             Ok(done) => done,
             Err(error) => {
                 // Keep the pairs: the step failed before anything referenced the new records.
+                let pairs = Arc::new(pairs);
                 self.l0 = pairs;
                 self.l0_bytes = l0_bytes;
                 return Err(error);
@@ -78,7 +80,7 @@ impl LsmTree {
         t = read;
         t = self.merge_into(space, t, upper, index + 1)?;
         let old = std::mem::take(&mut self.levels[index].segments);
-        for segment in old {
+        for segment in old.iter() {
             if let Some(page) = segment.page {
                 space.invalidate_meta(page);
             }
@@ -179,14 +181,14 @@ impl LsmTree {
         for entries in segment::pack(merged, self.page_bytes) {
             let start_key = entries[0].key.clone();
             let bloom = (self.features.bloom_filters && bits > 0.0).then(|| {
-                Bloom::build(
+                Arc::new(Bloom::build(
                     entries.iter().map(|entry| entry.key.as_slice()),
                     bits,
                     &mut self.cpu_pending,
-                )
+                ))
             });
             let (page, entries) = if pinned {
-                (None, Some(entries))
+                (None, Some(Arc::new(entries)))
             } else {
                 let image = segment::encode(&entries, self.page_bytes);
                 let (page, finished) =
@@ -205,10 +207,10 @@ impl LsmTree {
         }
         t = done;
         let level = &mut self.levels[target];
-        let old = std::mem::replace(&mut level.segments, new_segments);
+        let old = std::mem::replace(&mut level.segments, Arc::new(new_segments));
         level.entries = count;
         level.key_bytes = key_bytes;
-        for segment in old {
+        for segment in old.iter() {
             if let Some(page) = segment.page {
                 space.invalidate_meta(page);
             }
@@ -259,14 +261,16 @@ impl LsmTree {
             };
             let mut done = t;
             for slot in 0..self.levels[index].segments.len() {
-                let Some(entries) = self.levels[index].segments[slot].entries.take() else {
+                let Some(entries) = self.levels[index].segments[slot].entries.clone() else {
                     continue;
                 };
                 let image = segment::encode(&entries, self.page_bytes);
                 let (page, finished) =
                     space.write_meta(t, Purpose::Compaction, self.config.namespace, &image)?;
                 done = done.max(finished);
-                self.levels[index].segments[slot].page = Some(page);
+                let segment = &mut Arc::make_mut(&mut self.levels[index].segments)[slot];
+                segment.page = Some(page);
+                segment.entries = None;
             }
             self.levels[index].pinned = false;
             self.pinned_target = self.pinned_target.min(index);
@@ -278,6 +282,7 @@ impl LsmTree {
 
     /// Flushes L0 now (for tests and shutdown paths); a no-op when L0 is empty.
     pub fn flush_l0(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        self.snapshot_cache = None;
         self.flush(space, at, Admission::Reserve)
     }
 

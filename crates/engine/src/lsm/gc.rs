@@ -7,6 +7,7 @@
 //!   `lightstore` appends live values again and rewrites each affected meta segment once.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{Liveness, PageIndex, RecordPointer, Space, Victim};
@@ -87,7 +88,7 @@ impl LsmTree {
                     let (moved, finished) =
                         space.write_meta(t, Purpose::Gc, self.config.namespace, &bytes)?;
                     done = done.max(finished);
-                    self.levels[level].segments[slot].page = Some(moved);
+                    Arc::make_mut(&mut self.levels[level].segments)[slot].page = Some(moved);
                     self.activity.gc_meta_pages_moved += 1;
                 }
                 t = done;
@@ -168,8 +169,9 @@ impl LsmTree {
         let t = self.charge(space, done);
         let mut finished_all = t;
         for ((level, slot), moved) in updates {
-            let segment = &mut self.levels[level].segments[slot];
+            let segment = &mut Arc::make_mut(&mut self.levels[level].segments)[slot];
             if let Some(entries) = segment.entries.as_mut() {
+                let entries = Arc::make_mut(entries);
                 for (key, pointer) in moved {
                     if let Some(position) = segment::find_in(entries, &key, &mut self.cpu_pending) {
                         entries[position].pointer = pointer;
@@ -190,7 +192,7 @@ impl LsmTree {
                 space.write_meta(read, Purpose::Gc, self.config.namespace, &image)?;
             finished_all = finished_all.max(written);
             space.invalidate_meta(page);
-            self.levels[level].segments[slot].page = Some(new_page);
+            Arc::make_mut(&mut self.levels[level].segments)[slot].page = Some(new_page);
             self.activity.gc_segments_rewritten += 1;
         }
         Ok(finished_all)

@@ -1,6 +1,8 @@
 //! Levels and their level lists: per meta segment its start key, flash address, 4-byte prefix and
 //! range pointer into the next level's list (PinK §4.1, §4.3).
 
+use std::sync::Arc;
+
 use kvssd_space::PageIndex;
 
 use super::bloom::Bloom;
@@ -21,9 +23,9 @@ pub(crate) struct Segment {
     /// Where the segment is on flash; `None` while its level is pinned.
     pub(crate) page: Option<PageIndex>,
     /// The entries, when the level is pinned.
-    pub(crate) entries: Option<Vec<Entry>>,
+    pub(crate) entries: Option<Arc<Vec<Entry>>>,
     /// `lightstore`'s filter over the segment's keys.
-    pub(crate) bloom: Option<Bloom>,
+    pub(crate) bloom: Option<Arc<Bloom>>,
 }
 
 pub(crate) fn prefix_of(key: &[u8]) -> u32 {
@@ -35,9 +37,12 @@ pub(crate) fn prefix_of(key: &[u8]) -> u32 {
 }
 
 /// A level below L0: one sorted run of meta segments with disjoint, ordered key ranges.
+///
+/// The level list is an immutable, reference-counted run: snapshots share it with the live tree,
+/// and the live tree copies it on write (`Arc::make_mut`) while a snapshot holds it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Level {
-    pub(crate) segments: Vec<Segment>,
+    pub(crate) segments: Arc<Vec<Segment>>,
     pub(crate) entries: u64,
     /// Sum of the entries' key lengths (sizes merges before they run).
     pub(crate) key_bytes: u64,
@@ -108,7 +113,21 @@ impl Level {
 /// Sets each segment's range pointer of `upper` into `lower` (a merge-like walk of both lists).
 pub(crate) fn link(upper: &mut Level, lower: &Level, cpu: &mut CpuCounts) {
     let mut cursor = 0usize;
-    for segment in &mut upper.segments {
+    // Unchanged pointers leave a list shared with a snapshot shared.
+    let unchanged = upper.segments.iter().all(|segment| {
+        while cursor + 1 < lower.segments.len()
+            && lower.segments[cursor + 1].start_key <= segment.start_key
+        {
+            cursor += 1;
+        }
+        cpu.entries_merged += 1;
+        segment.range_pointer == cursor as u32
+    });
+    if unchanged {
+        return;
+    }
+    let mut cursor = 0usize;
+    for segment in Arc::make_mut(&mut upper.segments).iter_mut() {
         while cursor + 1 < lower.segments.len()
             && lower.segments[cursor + 1].start_key <= segment.start_key
         {
@@ -125,17 +144,18 @@ mod tests {
 
     fn level(keys: &[&str]) -> Level {
         Level {
-            segments: keys
-                .iter()
-                .map(|key| Segment {
-                    start_key: key.as_bytes().to_vec(),
-                    prefix: prefix_of(key.as_bytes()),
-                    range_pointer: 0,
-                    page: None,
-                    entries: None,
-                    bloom: None,
-                })
-                .collect(),
+            segments: Arc::new(
+                keys.iter()
+                    .map(|key| Segment {
+                        start_key: key.as_bytes().to_vec(),
+                        prefix: prefix_of(key.as_bytes()),
+                        range_pointer: 0,
+                        page: None,
+                        entries: None,
+                        bloom: None,
+                    })
+                    .collect(),
+            ),
             ..Level::default()
         }
     }

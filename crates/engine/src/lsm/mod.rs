@@ -25,12 +25,15 @@ pub(crate) mod level;
 pub(crate) mod segment;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kvssd_flash::{Purpose, SimTime};
 
 mod engine;
+mod snapshot;
 pub use engine::LsmEngine;
 use kvssd_space::{RecordPointer, Space, Stream};
+pub use snapshot::{IterStats, SnapshotEntry, SnapshotIter, TreeSnapshot};
 
 use crate::config::{EngineConfig, Features, GcPolicy};
 use crate::cpu::CpuCounts;
@@ -130,7 +133,8 @@ pub struct LsmTree {
     config: EngineConfig,
     features: Features,
     page_bytes: usize,
-    l0: BTreeMap<Vec<u8>, L0Value>,
+    /// Shared with snapshots; copied on write while one holds it.
+    l0: Arc<BTreeMap<Vec<u8>, L0Value>>,
     l0_bytes: u64,
     levels: Vec<Level>,
     l1_entries: u64,
@@ -150,6 +154,8 @@ pub struct LsmTree {
     activity: Activity,
     gets: ReadHistogram,
     last_get_meta_reads: u32,
+    /// The last snapshot taken, handed out again until the tree changes (snapshots are pooled).
+    snapshot_cache: Option<Arc<TreeSnapshot>>,
 }
 
 impl LsmTree {
@@ -271,7 +277,7 @@ impl LsmTree {
             plan,
             features,
             page_bytes,
-            l0: BTreeMap::new(),
+            l0: Arc::new(BTreeMap::new()),
             l0_bytes: 0,
             levels: Vec::new(),
             l1_entries,
@@ -289,6 +295,7 @@ impl LsmTree {
             activity: Activity::default(),
             gets: ReadHistogram::default(),
             last_get_meta_reads: 0,
+            snapshot_cache: None,
             config,
         })
     }
@@ -520,11 +527,33 @@ impl LsmTree {
                 max: self.value_bytes_max,
             });
         }
-        let footprint = space.record_footprint(key.len(), value.len());
+        self.admit_put(space, key, value.len(), 0)?;
+        self.snapshot_cache = None;
+        self.insert(space, at, key, Some(value), Admission::Put)
+    }
+
+    /// Checks that a put of `key` with a value of `value_len` bytes would be admitted, with
+    /// `staged_bytes` more already promised to earlier stores of the same batch. Changes nothing.
+    pub fn admit_put(
+        &self,
+        space: &Space,
+        key: &[u8],
+        value_len: usize,
+        staged_bytes: u64,
+    ) -> Result<()> {
+        self.check_key(key)?;
+        if value_len > self.value_bytes_max {
+            return Err(EngineError::ValueTooLarge {
+                len: value_len,
+                max: self.value_bytes_max,
+            });
+        }
+        let footprint = space.record_footprint(key.len(), value_len);
         // User data, plus the room a merge of the whole tree needs while old and new meta segments
         // coexist, must fit the capacity less over-provisioning.
         let transient = self.cascade_reserve_blocks(space) * space.block_bytes();
-        if space.valid_bytes() + self.l0_bytes + footprint + transient > space.user_capacity_bytes()
+        if space.valid_bytes() + self.l0_bytes + staged_bytes + footprint + transient
+            > space.user_capacity_bytes()
         {
             return Err(EngineError::CapacityExceeded(
                 "user data would exceed the capacity less over-provisioning",
@@ -547,13 +576,99 @@ impl LsmTree {
                 "the level lists fill the DRAM budget",
             ));
         }
-        self.insert(space, at, key, Some(value), Admission::Put)
+        Ok(())
+    }
+
+    /// Whether `key` has a live value (no value read). Returns when the index search ends.
+    pub fn contains(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(bool, SimTime)> {
+        self.check_key(key)?;
+        let (found, t, _) = self.lookup(space, at, key, Purpose::Index)?;
+        let present = match found {
+            Found::Absent => false,
+            Found::L0(value) => value.is_some(),
+            Found::Level { entry, .. } => !entry.is_tombstone(),
+        };
+        Ok((present, self.charge(space, t)))
+    }
+
+    /// Makes room in L0 for a batch that will stage `bytes` of pairs (key, value and per-entry
+    /// overhead) with [`LsmTree::stage`]: flushes L0 first if they would not fit. Changes no
+    /// key's value; may fail with [`EngineError::CapacityExceeded`].
+    pub fn prepare_stage(&mut self, space: &mut Space, at: SimTime, bytes: u64) -> Result<SimTime> {
+        if self.l0_bytes + bytes > self.config.l0_bytes && !self.l0.is_empty() {
+            self.snapshot_cache = None;
+            return self.flush(space, at, Admission::Reserve);
+        }
+        Ok(at)
+    }
+
+    /// DRAM an L0 pair takes: what [`LsmTree::prepare_stage`] counts per pair.
+    pub fn staged_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
+        Self::l0_pair_bytes(key, value)
+    }
+
+    /// Puts a pair (`Some` value) or a tombstone (`None`) into L0 without flushing: cannot fail,
+    /// which is what makes a batch all-or-nothing once validated. Keys must have been checked
+    /// (by [`LsmTree::admit_put`] for stores). [`LsmTree::settle`] flushes afterwards.
+    pub fn stage(&mut self, key: &[u8], value: Option<&[u8]>) {
+        debug_assert!(!key.is_empty() && key.len() <= crate::KEY_BYTES_MAX);
+        self.snapshot_cache = None;
+        let added = Self::l0_pair_bytes(key, value);
+        self.count_l0_search(key);
+        self.cpu_pending.bytes_copied += added;
+        self.key_len_max_seen = self.key_len_max_seen.max(key.len());
+        self.l0_insert(key.to_vec(), value.map(<[u8]>::to_vec), false);
+    }
+
+    /// After staging: flushes L0 if it is over its size and runs background GC. A flush that
+    /// cannot get its space leaves L0 over its size (the next write retries), so staged pairs stay
+    /// applied.
+    pub fn settle(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        self.snapshot_cache = None;
+        let mut t = at;
+        if self.l0_bytes > self.config.l0_bytes {
+            t = match self.flush(space, t, Admission::Reserve) {
+                Ok(t) => t,
+                Err(EngineError::CapacityExceeded(_)) => t,
+                Err(error) => return Err(error),
+            };
+        }
+        t = self.background_gc(space, t)?;
+        Ok(self.charge(space, t))
+    }
+
+    /// Collects one GC victim of this namespace chosen by the device (relocating what is live,
+    /// then erasing it).
+    pub fn collect_victim(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        victim: u64,
+    ) -> Result<SimTime> {
+        self.snapshot_cache = None;
+        self.collect(space, at, victim)
+    }
+
+    /// The namespace id this tree writes into its records.
+    pub fn namespace(&self) -> u32 {
+        self.config.namespace
+    }
+
+    /// Bytes of pairs in L0.
+    pub fn l0_bytes(&self) -> u64 {
+        self.l0_bytes
     }
 
     /// Deletes `key` (stores a tombstone). Deletes may use the delete reserve, so they proceed on a
     /// device that refuses puts.
     pub fn delete(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<SimTime> {
         self.check_key(key)?;
+        self.snapshot_cache = None;
         self.insert(space, at, key, None, Admission::Reserve)
     }
 
@@ -584,7 +699,9 @@ impl LsmTree {
 
     fn l0_insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>, from_gc: bool) {
         let added = Self::l0_pair_bytes(&key, value.as_deref());
-        if let Some(old) = self.l0.insert(key.clone(), L0Value { value, from_gc }) {
+        if let Some(old) =
+            Arc::make_mut(&mut self.l0).insert(key.clone(), L0Value { value, from_gc })
+        {
             self.l0_bytes -= Self::l0_pair_bytes(&key, old.value.as_deref());
         }
         self.l0_bytes += added;
@@ -733,7 +850,7 @@ impl LsmTree {
             return Ok((Vec::new(), at));
         };
         if let Some(entries) = &segment.entries {
-            return Ok((entries.clone(), at));
+            return Ok((entries.as_ref().clone(), at));
         }
         let Some(page) = segment.page else {
             return Err(EngineError::Config(
@@ -767,7 +884,7 @@ impl LsmTree {
             .segments
             .iter()
             .filter_map(|segment| segment.bloom.as_ref())
-            .map(bloom::Bloom::dram_bytes)
+            .map(|filter| filter.dram_bytes())
             .sum();
         (list, pinned, bloom)
     }
