@@ -654,6 +654,12 @@ impl LsmTree {
         self.collect(space, at, victim)
     }
 
+    /// The block this tree's GC policy would collect next among its own, if any (the device
+    /// compares namespaces' candidates and hands the chosen one to [`LsmTree::collect_victim`]).
+    pub fn gc_candidate(&self, space: &Space) -> Option<u64> {
+        self.pick_victim(space)
+    }
+
     /// The namespace id this tree writes into its records.
     pub fn namespace(&self) -> u32 {
         self.config.namespace

@@ -1,0 +1,893 @@
+//! The device: namespaces over one shared space, the command set, atomic batches and snapshot
+//! iterators.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+
+use kvssd_engine::{EngineConfig, EngineError, LsmTree, Preset, SnapshotIter};
+use kvssd_flash::{Flash, Profile, SimTime};
+use kvssd_space::{Space, SpaceConfig};
+
+use crate::error::preset_name;
+use crate::{
+    BatchOp, ByteRange, DeviceError, DeviceStats, IterOptions, IterStart, IteratorId, IteratorInfo,
+    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Retrieved, StoreMode,
+    BATCH_OPERATIONS_MAX, ITERATORS_OPEN_MAX, KEY_BYTES_MAX, NAMESPACES_MAX, PREFETCH_DEGREE_MAX,
+    VALUE_BYTES_MAX,
+};
+
+/// The result type of the device.
+pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
+
+/// How a device is set up.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceConfig {
+    /// The space layer (logs, chunk size, over-provisioning, GC reserve), shared by all namespaces.
+    pub space: SpaceConfig,
+    /// The engine configuration each namespace starts from; its preset, features and namespace id
+    /// are replaced by the namespace's.
+    pub engine: EngineConfig,
+    /// Device-wide GC starts when free blocks fall below this many.
+    pub gc_threshold_blocks: u64,
+    /// Most iterators open at once.
+    pub iterators_open_max: usize,
+    /// Most namespaces at once.
+    pub namespaces_max: usize,
+    /// Most operations in one batch.
+    pub batch_operations_max: usize,
+}
+
+impl DeviceConfig {
+    /// Defaults for a profile: the engine's defaults for its geometry and the limits of the crate
+    /// root.
+    pub fn new(profile: &Profile) -> DeviceConfig {
+        let engine = EngineConfig::new(Preset::Pink, &profile.geometry);
+        DeviceConfig::with_engine(engine)
+    }
+
+    /// A configuration for `Profile::test_min()` under which flushes, compactions and GC happen
+    /// within a few hundred operations (the engine's `test_min` configuration).
+    pub fn test_min() -> DeviceConfig {
+        DeviceConfig::with_engine(EngineConfig::test_min(Preset::Pink))
+    }
+
+    /// Limits of the crate root around an engine template.
+    pub fn with_engine(engine: EngineConfig) -> DeviceConfig {
+        let space = engine.space.clone();
+        DeviceConfig {
+            gc_threshold_blocks: u64::from(space.gc_reserve_blocks)
+                + u64::from(engine.delete_reserve_blocks)
+                + u64::from(space.logs)
+                + 2,
+            space,
+            engine,
+            iterators_open_max: ITERATORS_OPEN_MAX,
+            namespaces_max: NAMESPACES_MAX,
+            batch_operations_max: BATCH_OPERATIONS_MAX,
+        }
+    }
+}
+
+/// The index of a namespace. Adding an engine kind means adding a variant and its arms here.
+enum NamespaceEngine {
+    /// `pink`, `pink-noopt`, `pink-range`, `lightstore`.
+    Lsm(LsmTree),
+}
+
+struct Namespace {
+    spec: NamespaceSpec,
+    engine: NamespaceEngine,
+}
+
+impl Namespace {
+    fn lsm(&mut self) -> &mut LsmTree {
+        match &mut self.engine {
+            NamespaceEngine::Lsm(tree) => tree,
+        }
+    }
+
+    fn lsm_ref(&self) -> &LsmTree {
+        match &self.engine {
+            NamespaceEngine::Lsm(tree) => tree,
+        }
+    }
+}
+
+struct OpenIterator {
+    namespace: u32,
+    iter: SnapshotIter,
+    /// The space layer's protection of the blocks the snapshot can reach.
+    token: u64,
+}
+
+/// Everything behind the device's lock.
+struct Core {
+    space: Space,
+    config: DeviceConfig,
+    value_bytes_max: usize,
+    namespaces: BTreeMap<u32, Namespace>,
+    next_namespace: u32,
+    iterators: BTreeMap<u64, OpenIterator>,
+    next_iterator: u64,
+    /// Iterators closed because their namespace was deleted (so `next` can say why).
+    orphaned: BTreeSet<u64>,
+    device_gc_victims: u64,
+}
+
+/// A key-value SSD: namespaces of different engines sharing one flash array, the command set of
+/// KAML and IterKVSSD, atomic batches, and snapshot iterators with prefetch.
+///
+/// Every command takes the simulated time at which it is issued and returns the time at which it
+/// completes.
+///
+/// # Threading
+/// `Device` is `Send + Sync`; share it with `Arc`. One mutex guards all state (the space layer
+/// with the flash, every namespace's index, the open iterators): a command runs entirely in the
+/// calling thread while it holds the lock, so commands are linearizable in the order they take
+/// it. Work the papers call background (L0 flush, compaction, GC) runs inside the command that
+/// triggers it, in the caller's thread; it is background only in simulated time, where it
+/// occupies dies, channels and controller cores. Callers driving simulated time from several
+/// threads must issue commands in non-decreasing simulated time (the flash model's rule).
+pub struct Device {
+    core: Mutex<Core>,
+}
+
+fn check_key(key: &[u8]) -> Result<()> {
+    if key.is_empty() {
+        return Err(DeviceError::KeyEmpty);
+    }
+    check_bound(key)
+}
+
+/// Start keys, prefixes and seek keys may be empty but not longer than a key.
+fn check_bound(key: &[u8]) -> Result<()> {
+    if key.len() > KEY_BYTES_MAX {
+        return Err(DeviceError::KeyTooLong { len: key.len() });
+    }
+    Ok(())
+}
+
+impl Device {
+    /// A device over a fully erased flash array, with no namespace.
+    pub fn open(flash: Flash, config: DeviceConfig) -> Result<Device> {
+        let space = Space::open(flash, config.space.clone())?;
+        let value_bytes_max = config
+            .engine
+            .value_bytes_max(space.geometry())
+            .min(VALUE_BYTES_MAX);
+        Ok(Device {
+            core: Mutex::new(Core {
+                space,
+                config,
+                value_bytes_max,
+                namespaces: BTreeMap::new(),
+                next_namespace: 1,
+                iterators: BTreeMap::new(),
+                next_iterator: 1,
+                orphaned: BTreeSet::new(),
+                device_gc_victims: 0,
+            }),
+        })
+    }
+
+    fn lock(&self) -> Result<MutexGuard<'_, Core>> {
+        self.core.lock().map_err(|_| DeviceError::Poisoned)
+    }
+
+    /// Longest value this device takes (2 MiB, or less on tiny geometries).
+    pub fn value_bytes_max(&self) -> Result<usize> {
+        Ok(self.lock()?.value_bytes_max)
+    }
+
+    /// Creates a namespace; returns its id.
+    pub fn create_namespace(&self, spec: NamespaceSpec) -> Result<NamespaceId> {
+        self.lock()?.create_namespace(spec)
+    }
+
+    /// Deletes a namespace: its iterators are closed, its blocks erased and returned to the free
+    /// pool, and its id is never used again.
+    pub fn delete_namespace(&self, at: SimTime, namespace: NamespaceId) -> Result<SimTime> {
+        self.lock()?.delete_namespace(at, namespace)
+    }
+
+    /// Every namespace with its statistics, by id.
+    pub fn list_namespaces(&self) -> Result<Vec<NamespaceInfo>> {
+        Ok(self.lock()?.list_namespaces())
+    }
+
+    /// Stores `value` under `key`, as `mode` allows.
+    pub fn store(
+        &self,
+        at: SimTime,
+        namespace: NamespaceId,
+        key: &[u8],
+        value: &[u8],
+        mode: StoreMode,
+    ) -> Result<SimTime> {
+        self.lock()?.store(at, namespace, key, value, mode)
+    }
+
+    /// The value of `key` (or `range` of it), with the whole value's length; `None` if absent.
+    pub fn retrieve(
+        &self,
+        at: SimTime,
+        namespace: NamespaceId,
+        key: &[u8],
+        range: Option<ByteRange>,
+    ) -> Result<(Option<Retrieved>, SimTime)> {
+        self.lock()?.retrieve(at, namespace, key, range)
+    }
+
+    /// Deletes `key` (deleting an absent key is not an error).
+    pub fn delete(&self, at: SimTime, namespace: NamespaceId, key: &[u8]) -> Result<SimTime> {
+        self.lock()?.delete(at, namespace, key)
+    }
+
+    /// Whether each key has a value, one answer per key, in order.
+    pub fn exist(
+        &self,
+        at: SimTime,
+        namespace: NamespaceId,
+        keys: &[&[u8]],
+    ) -> Result<(Vec<bool>, SimTime)> {
+        self.lock()?.exist(at, namespace, keys)
+    }
+
+    /// Applies stores and deletes across namespaces atomically: all of them, or (with an error)
+    /// none. Operations see the effects of earlier ones in the batch (an insert-only store after
+    /// a delete of the same key succeeds).
+    pub fn batch(&self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
+        self.lock()?.batch(at, operations)
+    }
+
+    /// Opens an iterator over a snapshot of the namespace as it is now, positioned at its start.
+    pub fn iter_open(
+        &self,
+        at: SimTime,
+        namespace: NamespaceId,
+        options: IterOptions,
+    ) -> Result<(IteratorId, SimTime)> {
+        self.lock()?.iter_open(at, namespace, options)
+    }
+
+    /// Repositions an iterator at the first key `>= key` of its snapshot (within its prefix).
+    pub fn iter_seek(&self, at: SimTime, iterator: IteratorId, key: &[u8]) -> Result<SimTime> {
+        self.lock()?.iter_seek(at, iterator, key)
+    }
+
+    /// The next entries: at least one unless at the end, then more while they fit `byte_budget`
+    /// (keys and values).
+    pub fn iter_next(
+        &self,
+        at: SimTime,
+        iterator: IteratorId,
+        byte_budget: usize,
+    ) -> Result<(NextBatch, SimTime)> {
+        self.lock()?.iter_next(at, iterator, byte_budget)
+    }
+
+    /// Closes an iterator, releasing its snapshot (and what GC could not collect because of it).
+    pub fn iter_close(&self, iterator: IteratorId) -> Result<()> {
+        self.lock()?.iter_close(iterator)
+    }
+
+    /// An open iterator's snapshot DRAM and read counts.
+    pub fn iter_info(&self, iterator: IteratorId) -> Result<IteratorInfo> {
+        self.lock()?.iter_info(iterator)
+    }
+
+    /// Device-wide figures.
+    pub fn stats(&self) -> Result<DeviceStats> {
+        let core = self.lock()?;
+        Ok(DeviceStats {
+            free_blocks: core.space.free_blocks(),
+            namespaces: core.namespaces.len(),
+            iterators_open: core.iterators.len(),
+            device_gc_victims: core.device_gc_victims,
+            flash: core.space.flash().counters(),
+        })
+    }
+
+    /// Flushes every namespace's L0 to flash (tests and shutdown paths).
+    pub fn flush_all(&self, at: SimTime) -> Result<SimTime> {
+        let mut core = self.lock()?;
+        let core = &mut *core;
+        let mut t = at;
+        for namespace in core.namespaces.values_mut() {
+            t = namespace.lsm().flush_l0(&mut core.space, t)?;
+        }
+        Ok(t)
+    }
+}
+
+impl Core {
+    fn namespace(&mut self, id: NamespaceId) -> Result<&mut Namespace> {
+        self.namespaces
+            .get_mut(&id.0)
+            .ok_or(DeviceError::NamespaceUnknown(id))
+    }
+
+    fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.value_bytes_max {
+            return Err(DeviceError::ValueTooLarge {
+                len: value.len(),
+                max: self.value_bytes_max,
+            });
+        }
+        Ok(())
+    }
+
+    fn create_namespace(&mut self, spec: NamespaceSpec) -> Result<NamespaceId> {
+        if self.namespaces.len() >= self.config.namespaces_max {
+            return Err(DeviceError::NamespacesExhausted {
+                max: self.config.namespaces_max,
+            });
+        }
+        if spec.quota_bytes == Some(0) {
+            return Err(DeviceError::NamespaceSpec(
+                "a quota must be positive".into(),
+            ));
+        }
+        let logs_total = self.space.config().logs;
+        let logs = spec
+            .logs
+            .clone()
+            .unwrap_or_else(|| (0..logs_total).collect());
+        let id = self.next_namespace;
+        let mut config = self.config.engine.clone();
+        config.preset = spec.preset;
+        config.features = spec.preset.features();
+        config.namespace = id;
+        config.space = self.space.config().clone();
+        let tree = LsmTree::open(&self.space, config).map_err(|error| match error {
+            EngineError::Config(what) => DeviceError::NamespaceSpec(what),
+            other => DeviceError::from(other),
+        })?;
+        self.space
+            .set_namespace_logs(id, &logs)
+            .map_err(|error| DeviceError::NamespaceSpec(error.to_string()))?;
+        self.next_namespace += 1;
+        let spec = NamespaceSpec {
+            logs: Some(logs),
+            ..spec
+        };
+        self.namespaces.insert(
+            id,
+            Namespace {
+                spec,
+                engine: NamespaceEngine::Lsm(tree),
+            },
+        );
+        Ok(NamespaceId(id))
+    }
+
+    fn delete_namespace(&mut self, at: SimTime, id: NamespaceId) -> Result<SimTime> {
+        if !self.namespaces.contains_key(&id.0) {
+            return Err(DeviceError::NamespaceUnknown(id));
+        }
+        let closing: Vec<u64> = self
+            .iterators
+            .iter()
+            .filter(|(_, open)| open.namespace == id.0)
+            .map(|(&iterator, _)| iterator)
+            .collect();
+        for iterator in closing {
+            if let Some(open) = self.iterators.remove(&iterator) {
+                self.space.unprotect(open.namespace, open.token);
+                self.orphaned.insert(iterator);
+            }
+        }
+        self.namespaces.remove(&id.0);
+        Ok(self.space.release_namespace(at, id.0)?)
+    }
+
+    fn list_namespaces(&self) -> Vec<NamespaceInfo> {
+        self.namespaces
+            .iter()
+            .map(|(&id, namespace)| {
+                let tree = namespace.lsm_ref();
+                let stats = tree.stats(&self.space);
+                let open: Vec<&OpenIterator> = self
+                    .iterators
+                    .values()
+                    .filter(|open| open.namespace == id)
+                    .collect();
+                NamespaceInfo {
+                    id: NamespaceId(id),
+                    spec: namespace.spec.clone(),
+                    valid_bytes: self.space.namespace_valid_bytes(id),
+                    blocks: self.space.namespace_blocks(id),
+                    l0_entries: stats.l0_entries,
+                    levels: stats.levels.len(),
+                    flushes: stats.flushes,
+                    compactions: stats.compactions,
+                    gc_victims: stats.gc_meta_victims + stats.gc_data_victims,
+                    dram: stats.dram,
+                    iterators_open: open.len(),
+                    snapshot_dram_bytes: open
+                        .iter()
+                        .map(|open| tree.snapshot_dram_bytes(open.iter.snapshot()))
+                        .sum(),
+                }
+            })
+            .collect()
+    }
+
+    /// Refuses a store that would take the namespace past its quota.
+    fn check_quota(
+        &self,
+        id: NamespaceId,
+        key: &[u8],
+        value_len: usize,
+        staged_bytes: u64,
+    ) -> Result<()> {
+        let Some(namespace) = self.namespaces.get(&id.0) else {
+            return Err(DeviceError::NamespaceUnknown(id));
+        };
+        let Some(quota_bytes) = namespace.spec.quota_bytes else {
+            return Ok(());
+        };
+        let footprint = self.space.record_footprint(key.len(), value_len);
+        let used = self.space.namespace_valid_bytes(id.0) + namespace.lsm_ref().l0_bytes();
+        if used + staged_bytes + footprint > quota_bytes {
+            return Err(DeviceError::QuotaExceeded {
+                namespace: id,
+                quota_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn check_mode(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        key: &[u8],
+        mode: StoreMode,
+    ) -> Result<SimTime> {
+        if mode == StoreMode::Upsert {
+            return Ok(at);
+        }
+        let space = &mut self.space;
+        let tree = match self.namespaces.get_mut(&id.0) {
+            Some(namespace) => namespace.lsm(),
+            None => return Err(DeviceError::NamespaceUnknown(id)),
+        };
+        let (present, t) = tree.contains(space, at, key)?;
+        match (mode, present) {
+            (StoreMode::UpdateOnly, false) => Err(DeviceError::KeyMissing),
+            (StoreMode::InsertOnly, true) => Err(DeviceError::KeyExists),
+            _ => Ok(t),
+        }
+    }
+
+    fn store(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        key: &[u8],
+        value: &[u8],
+        mode: StoreMode,
+    ) -> Result<SimTime> {
+        check_key(key)?;
+        self.check_value(value)?;
+        self.namespace(id)?;
+        let t = self.check_mode(at, id, key, mode)?;
+        self.check_quota(id, key, value.len(), 0)?;
+        let first = {
+            let space = &mut self.space;
+            self.namespaces
+                .get_mut(&id.0)
+                .ok_or(DeviceError::NamespaceUnknown(id))?
+                .lsm()
+                .put(space, t, key, value)
+        };
+        let t = match first {
+            Ok(t) => t,
+            // The namespace could not free enough of its own blocks: collect other namespaces'
+            // garbage, then try once more (a refused put changed nothing).
+            Err(EngineError::CapacityExceeded(_)) => {
+                let t = self.device_gc(t, true)?;
+                let (space, tree) = self.split(id)?;
+                tree.put(space, t, key, value)?
+            }
+            Err(error) => return Err(error.into()),
+        };
+        self.device_gc(t, false)
+    }
+
+    /// The space and a namespace's tree, borrowed together.
+    fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut LsmTree)> {
+        let tree = match self.namespaces.get_mut(&id.0) {
+            Some(namespace) => namespace.lsm(),
+            None => return Err(DeviceError::NamespaceUnknown(id)),
+        };
+        Ok((&mut self.space, tree))
+    }
+
+    /// Collects victims of any namespace while free blocks are below the device-wide threshold
+    /// (or, when `eager`, while any namespace offers one and the pool is below twice that).
+    fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
+        let mut t = at;
+        let target = if eager {
+            2 * self.config.gc_threshold_blocks
+        } else {
+            self.config.gc_threshold_blocks
+        };
+        let rounds_max = self.space.geometry().blocks_total();
+        for _ in 0..rounds_max {
+            if self.space.free_blocks() >= target {
+                break;
+            }
+            // The victim with the least valid data among those each namespace's own policy
+            // accepts (pink only takes a data block L0 can absorb).
+            let mut best: Option<(u64, u32, u64)> = None;
+            for (&id, namespace) in &self.namespaces {
+                if let Some(block) = namespace.lsm_ref().gc_candidate(&self.space) {
+                    let valid = self.space.block_valid_bytes(block);
+                    if best.is_none_or(|(_, _, best_valid)| valid < best_valid) {
+                        best = Some((block, id, valid));
+                    }
+                }
+            }
+            let Some((block, id, _)) = best else { break };
+            let space = &mut self.space;
+            let Some(namespace) = self.namespaces.get_mut(&id) else {
+                break;
+            };
+            t = namespace.lsm().collect_victim(space, t, block)?;
+            self.device_gc_victims += 1;
+        }
+        Ok(t)
+    }
+
+    fn retrieve(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        key: &[u8],
+        range: Option<ByteRange>,
+    ) -> Result<(Option<Retrieved>, SimTime)> {
+        check_key(key)?;
+        let space = &mut self.space;
+        let tree = match self.namespaces.get_mut(&id.0) {
+            Some(namespace) => namespace.lsm(),
+            None => return Err(DeviceError::NamespaceUnknown(id)),
+        };
+        let (value, t) = tree.get(space, at, key)?;
+        let Some(value) = value else {
+            return Ok((None, t));
+        };
+        let value_len = value.len();
+        let value = match range {
+            None => value,
+            Some(ByteRange { offset, len }) => {
+                let end = offset.checked_add(len).filter(|&end| end <= value_len);
+                let Some(end) = end else {
+                    return Err(DeviceError::RangeOutsideValue {
+                        offset,
+                        len,
+                        value_len,
+                    });
+                };
+                value[offset..end].to_vec()
+            }
+        };
+        Ok((Some(Retrieved { value, value_len }), t))
+    }
+
+    fn delete(&mut self, at: SimTime, id: NamespaceId, key: &[u8]) -> Result<SimTime> {
+        check_key(key)?;
+        let space = &mut self.space;
+        let tree = match self.namespaces.get_mut(&id.0) {
+            Some(namespace) => namespace.lsm(),
+            None => return Err(DeviceError::NamespaceUnknown(id)),
+        };
+        let t = tree.delete(space, at, key)?;
+        self.device_gc(t, false)
+    }
+
+    fn exist(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        keys: &[&[u8]],
+    ) -> Result<(Vec<bool>, SimTime)> {
+        for key in keys {
+            check_key(key)?;
+        }
+        let space = &mut self.space;
+        let tree = match self.namespaces.get_mut(&id.0) {
+            Some(namespace) => namespace.lsm(),
+            None => return Err(DeviceError::NamespaceUnknown(id)),
+        };
+        let mut t = at;
+        let mut answers = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (present, done) = tree.contains(space, t, key)?;
+            t = done;
+            answers.push(present);
+        }
+        Ok((answers, t))
+    }
+
+    fn batch(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
+        let refuse = |index: usize, error: DeviceError| DeviceError::BatchOperation {
+            index,
+            source: Box::new(error),
+        };
+        if operations.len() > self.config.batch_operations_max {
+            return Err(DeviceError::BatchTooLarge {
+                len: operations.len(),
+                max: self.config.batch_operations_max,
+            });
+        }
+        // 1. Limits and namespaces.
+        for (index, operation) in operations.iter().enumerate() {
+            let (namespace, key) = match operation {
+                BatchOp::Store {
+                    namespace,
+                    key,
+                    value,
+                    ..
+                } => {
+                    self.check_value(value).map_err(|e| refuse(index, e))?;
+                    (*namespace, key)
+                }
+                BatchOp::Delete { namespace, key } => (*namespace, key),
+            };
+            check_key(key).map_err(|e| refuse(index, e))?;
+            if !self.namespaces.contains_key(&namespace.0) {
+                return Err(refuse(index, DeviceError::NamespaceUnknown(namespace)));
+            }
+        }
+        // 2. Presence conditions, each seeing the batch's earlier operations.
+        let mut t = at;
+        let mut overlay: BTreeMap<(u32, &[u8]), bool> = BTreeMap::new();
+        for (index, operation) in operations.iter().enumerate() {
+            match operation {
+                BatchOp::Store {
+                    namespace,
+                    key,
+                    mode,
+                    ..
+                } => {
+                    if *mode != StoreMode::Upsert {
+                        let present = match overlay.get(&(namespace.0, key.as_slice())) {
+                            Some(&present) => present,
+                            None => {
+                                let (space, tree) = self.split(*namespace)?;
+                                let (present, done) = tree.contains(space, t, key)?;
+                                t = done;
+                                present
+                            }
+                        };
+                        match (mode, present) {
+                            (StoreMode::UpdateOnly, false) => {
+                                return Err(refuse(index, DeviceError::KeyMissing))
+                            }
+                            (StoreMode::InsertOnly, true) => {
+                                return Err(refuse(index, DeviceError::KeyExists))
+                            }
+                            _ => {}
+                        }
+                    }
+                    overlay.insert((namespace.0, key.as_slice()), true);
+                }
+                BatchOp::Delete { namespace, key } => {
+                    overlay.insert((namespace.0, key.as_slice()), false);
+                }
+            }
+        }
+        // 3. Room in each L0 for its part of the batch (flushing first changes no key's value).
+        let mut l0_share: BTreeMap<u32, u64> = BTreeMap::new();
+        for operation in operations {
+            let (namespace, bytes) = match operation {
+                BatchOp::Store {
+                    namespace,
+                    key,
+                    value,
+                    ..
+                } => (namespace, LsmTree::staged_bytes(key, Some(value))),
+                BatchOp::Delete { namespace, key } => (namespace, LsmTree::staged_bytes(key, None)),
+            };
+            *l0_share.entry(namespace.0).or_insert(0) += bytes;
+        }
+        for (&namespace, &bytes) in &l0_share {
+            let (space, tree) = self.split(NamespaceId(namespace))?;
+            t = tree.prepare_stage(space, t, bytes)?;
+        }
+        // 4. Capacity and quotas, counting the batch's earlier stores.
+        let mut staged_device = 0u64;
+        let mut staged_namespace: BTreeMap<u32, u64> = BTreeMap::new();
+        for (index, operation) in operations.iter().enumerate() {
+            let BatchOp::Store {
+                namespace,
+                key,
+                value,
+                ..
+            } = operation
+            else {
+                continue;
+            };
+            let staged = staged_namespace.entry(namespace.0).or_insert(0);
+            self.check_quota(*namespace, key, value.len(), *staged)
+                .map_err(|e| refuse(index, e))?;
+            let footprint = self.space.record_footprint(key.len(), value.len());
+            *staged += footprint;
+            let tree = match self.namespaces.get(&namespace.0) {
+                Some(found) => found.lsm_ref(),
+                None => return Err(refuse(index, DeviceError::NamespaceUnknown(*namespace))),
+            };
+            tree.admit_put(&self.space, key, value.len(), staged_device)
+                .map_err(|e| refuse(index, e.into()))?;
+            staged_device += footprint;
+        }
+        // 5. Apply: staging into L0 cannot fail.
+        for operation in operations {
+            let (namespace, key, value) = match operation {
+                BatchOp::Store {
+                    namespace,
+                    key,
+                    value,
+                    ..
+                } => (namespace, key, Some(value.as_slice())),
+                BatchOp::Delete { namespace, key } => (namespace, key, None),
+            };
+            if let Some(found) = self.namespaces.get_mut(&namespace.0) {
+                found.lsm().stage(key, value);
+            }
+        }
+        // 6. Flush what grew past its size; GC.
+        for &namespace in l0_share.keys() {
+            let space = &mut self.space;
+            if let Some(found) = self.namespaces.get_mut(&namespace) {
+                t = found.lsm().settle(space, t)?;
+            }
+        }
+        self.device_gc(t, false)
+    }
+
+    fn iter_open(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        options: IterOptions,
+    ) -> Result<(IteratorId, SimTime)> {
+        let (start, prefix) = match &options.start {
+            IterStart::Key(key) => (key.as_slice(), &[][..]),
+            IterStart::Prefix(prefix) => (prefix.as_slice(), prefix.as_slice()),
+        };
+        check_bound(start)?;
+        if options.prefetch_degree > PREFETCH_DEGREE_MAX {
+            return Err(DeviceError::PrefetchDegreeTooLarge {
+                degree: options.prefetch_degree,
+                max: PREFETCH_DEGREE_MAX,
+            });
+        }
+        let namespace = self.namespace(id)?;
+        if !supports_iterators(namespace.spec.preset) {
+            return Err(DeviceError::IteratorsUnsupported(preset_name(
+                namespace.spec.preset,
+            )));
+        }
+        if self.iterators.len() >= self.config.iterators_open_max {
+            return Err(DeviceError::IteratorsExhausted {
+                max: self.config.iterators_open_max,
+            });
+        }
+        let snapshot = self.split(id)?.1.snapshot();
+        let token = self.space.protect(id.0);
+        let mut iter = SnapshotIter::new(
+            snapshot,
+            prefix,
+            options.keys_only,
+            options.prefetch_degree,
+            options.index_prefetch,
+        );
+        let t = match iter.seek(&mut self.space, at, start) {
+            Ok(t) => t,
+            Err(error) => {
+                self.space.unprotect(id.0, token);
+                return Err(error.into());
+            }
+        };
+        let iterator = self.next_iterator;
+        self.next_iterator += 1;
+        self.iterators.insert(
+            iterator,
+            OpenIterator {
+                namespace: id.0,
+                iter,
+                token,
+            },
+        );
+        Ok((IteratorId(iterator), t))
+    }
+
+    fn open_iterator(&mut self, id: IteratorId) -> Result<&mut OpenIterator> {
+        if self.orphaned.contains(&id.0) {
+            return Err(DeviceError::IteratorNamespaceDeleted(id));
+        }
+        self.iterators
+            .get_mut(&id.0)
+            .ok_or(DeviceError::IteratorUnknown(id))
+    }
+
+    fn iter_seek(&mut self, at: SimTime, id: IteratorId, key: &[u8]) -> Result<SimTime> {
+        check_bound(key)?;
+        self.open_iterator(id)?;
+        let space = &mut self.space;
+        let Some(open) = self.iterators.get_mut(&id.0) else {
+            return Err(DeviceError::IteratorUnknown(id));
+        };
+        Ok(open.iter.seek(space, at, key)?)
+    }
+
+    fn iter_next(
+        &mut self,
+        at: SimTime,
+        id: IteratorId,
+        byte_budget: usize,
+    ) -> Result<(NextBatch, SimTime)> {
+        self.open_iterator(id)?;
+        let space = &mut self.space;
+        let Some(open) = self.iterators.get_mut(&id.0) else {
+            return Err(DeviceError::IteratorUnknown(id));
+        };
+        let (entries, t) = open.iter.next(space, at, byte_budget)?;
+        Ok((
+            NextBatch {
+                entries,
+                end: open.iter.is_finished(),
+            },
+            t,
+        ))
+    }
+
+    fn iter_close(&mut self, id: IteratorId) -> Result<()> {
+        if self.orphaned.remove(&id.0) {
+            return Ok(());
+        }
+        let open = self
+            .iterators
+            .remove(&id.0)
+            .ok_or(DeviceError::IteratorUnknown(id))?;
+        self.space.unprotect(open.namespace, open.token);
+        Ok(())
+    }
+
+    fn iter_info(&mut self, id: IteratorId) -> Result<IteratorInfo> {
+        self.open_iterator(id)?;
+        let Some(open) = self.iterators.get(&id.0) else {
+            return Err(DeviceError::IteratorUnknown(id));
+        };
+        let Some(namespace) = self.namespaces.get(&open.namespace) else {
+            return Err(DeviceError::IteratorUnknown(id));
+        };
+        Ok(IteratorInfo {
+            namespace: NamespaceId(open.namespace),
+            snapshot_dram_bytes: namespace
+                .lsm_ref()
+                .snapshot_dram_bytes(open.iter.snapshot()),
+            stats: open.iter.stats(),
+        })
+    }
+}
+
+/// Whether namespaces of a preset can serve iterators (hash indexes cannot: refused with
+/// [`DeviceError::IteratorsUnsupported`]).
+pub fn supports_iterators(preset: Preset) -> bool {
+    Preset::ALL.contains(&preset)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Device>();
+    }
+}

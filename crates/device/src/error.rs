@@ -1,0 +1,134 @@
+//! The errors of the device layer: one variant per way a command can be refused, each with a
+//! one-line message. A refused command changes nothing.
+
+use kvssd_engine::{EngineError, Preset};
+use kvssd_space::SpaceError;
+
+use crate::{IteratorId, NamespaceId};
+
+/// Why a command was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DeviceError {
+    /// A key of length zero.
+    #[error("the key is empty: keys are 1 to 255 bytes")]
+    KeyEmpty,
+    /// A key (or iterator start, prefix or seek key) longer than [`crate::KEY_BYTES_MAX`].
+    #[error("the key is {len} bytes: keys are 1 to 255 bytes")]
+    KeyTooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// A value longer than the device takes.
+    #[error("the value is {len} bytes, more than the {max} this device takes")]
+    ValueTooLarge {
+        /// Its length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No namespace has this id (never created, or deleted).
+    #[error("namespace {0} does not exist")]
+    NamespaceUnknown(NamespaceId),
+    /// The device holds [`crate::DeviceConfig::namespaces_max`] namespaces already.
+    #[error("the device already holds {max} namespaces")]
+    NamespacesExhausted {
+        /// The limit.
+        max: usize,
+    },
+    /// Namespace attributes that cannot be honoured.
+    #[error("invalid namespace attributes: {0}")]
+    NamespaceSpec(String),
+    /// An update-only store of a key that has no value.
+    #[error("update-only store of a key that is not present")]
+    KeyMissing,
+    /// An insert-only store of a key that has a value.
+    #[error("insert-only store of a key that is already present")]
+    KeyExists,
+    /// The namespace's quota would be exceeded.
+    #[error("namespace {namespace} would exceed its quota of {quota_bytes} bytes")]
+    QuotaExceeded {
+        /// The namespace.
+        namespace: NamespaceId,
+        /// Its quota.
+        quota_bytes: u64,
+    },
+    /// Flash (after GC) or index DRAM cannot take the write.
+    #[error("capacity exceeded: {0}")]
+    CapacityExceeded(&'static str),
+    /// A byte range that does not lie within the value.
+    #[error("byte range {offset}+{len} lies outside the value of {value_len} bytes")]
+    RangeOutsideValue {
+        /// Start of the range.
+        offset: usize,
+        /// Its length.
+        len: usize,
+        /// The value's length.
+        value_len: usize,
+    },
+    /// A batch with more operations than the device takes.
+    #[error("the batch has {len} operations, more than the {max} a batch may have")]
+    BatchTooLarge {
+        /// Operations in the batch.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A batch operation was refused; nothing of the batch was applied.
+    #[error("batch operation {index} refused: {source}")]
+    BatchOperation {
+        /// Position of the operation in the batch.
+        index: usize,
+        /// Why.
+        #[source]
+        source: Box<DeviceError>,
+    },
+    /// [`crate::DeviceConfig::iterators_open_max`] iterators are open already.
+    #[error("{max} iterators are open already: close one first")]
+    IteratorsExhausted {
+        /// The limit.
+        max: usize,
+    },
+    /// The namespace's engine cannot iterate in key order.
+    #[error("namespaces of preset {0} do not support iterators")]
+    IteratorsUnsupported(String),
+    /// A prefetch degree above [`crate::PREFETCH_DEGREE_MAX`].
+    #[error("prefetch degree {degree} exceeds the maximum of {max}")]
+    PrefetchDegreeTooLarge {
+        /// Asked for.
+        degree: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// No open iterator has this id.
+    #[error("iterator {0} is not open")]
+    IteratorUnknown(IteratorId),
+    /// The iterator's namespace was deleted while it was open; it was closed.
+    #[error("iterator {0} was closed because its namespace was deleted")]
+    IteratorNamespaceDeleted(IteratorId),
+    /// A thread panicked while holding the device; its state may be inconsistent.
+    #[error("the device is unusable: a thread panicked during a command")]
+    Poisoned,
+    /// The engine failed (flash or malformed data).
+    #[error(transparent)]
+    Engine(EngineError),
+    /// The space layer failed.
+    #[error(transparent)]
+    Space(#[from] SpaceError),
+}
+
+impl From<EngineError> for DeviceError {
+    fn from(error: EngineError) -> Self {
+        match error {
+            EngineError::KeyEmpty => DeviceError::KeyEmpty,
+            EngineError::KeyTooLong { len } => DeviceError::KeyTooLong { len },
+            EngineError::ValueTooLarge { len, max } => DeviceError::ValueTooLarge { len, max },
+            EngineError::CapacityExceeded(what) => DeviceError::CapacityExceeded(what),
+            other => DeviceError::Engine(other),
+        }
+    }
+}
+
+/// The name of a preset, for messages.
+pub(crate) fn preset_name(preset: Preset) -> String {
+    preset.name().to_string()
+}

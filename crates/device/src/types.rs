@@ -1,0 +1,203 @@
+//! The values commands take and return.
+
+use std::fmt;
+
+use kvssd_engine::{DramUsage, IterStats, Preset};
+
+/// A namespace's id. Ids are never reused, so a deleted namespace's keys cannot reappear under
+/// a new one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct NamespaceId(pub u32);
+
+impl fmt::Display for NamespaceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// An open iterator's id (never reused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct IteratorId(pub u64);
+
+impl fmt::Display for IteratorId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// The attributes a namespace is created with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamespaceSpec {
+    /// Which engine indexes it.
+    pub preset: Preset,
+    /// The logs it writes to (indexes below the device's log count); `None` for all of them.
+    pub logs: Option<Vec<u32>>,
+    /// Most bytes of flash its live data may take; `None` for no quota beyond the device's.
+    pub quota_bytes: Option<u64>,
+}
+
+impl NamespaceSpec {
+    /// A namespace of `preset` on every log, without a quota.
+    pub fn new(preset: Preset) -> NamespaceSpec {
+        NamespaceSpec {
+            preset,
+            logs: None,
+            quota_bytes: None,
+        }
+    }
+}
+
+/// A namespace and its statistics, as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamespaceInfo {
+    /// Its id.
+    pub id: NamespaceId,
+    /// Its attributes, with `logs` resolved to the actual set.
+    pub spec: NamespaceSpec,
+    /// Bytes of flash its live data holds (valid meta pages and records).
+    pub valid_bytes: u64,
+    /// Flash blocks it holds.
+    pub blocks: u64,
+    /// Entries in L0.
+    pub l0_entries: u64,
+    /// Levels below L0.
+    pub levels: usize,
+    /// L0 flushes so far.
+    pub flushes: u64,
+    /// Level merges so far.
+    pub compactions: u64,
+    /// GC victims (meta and data blocks) collected so far.
+    pub gc_victims: u64,
+    /// The index's DRAM by part.
+    pub dram: DramUsage,
+    /// Iterators open on it.
+    pub iterators_open: usize,
+    /// DRAM its open iterators' snapshots hold beyond what the live index shares with them.
+    pub snapshot_dram_bytes: u64,
+}
+
+/// How a store treats a key's presence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreMode {
+    /// Store whether or not the key is present.
+    #[default]
+    Upsert,
+    /// Store only if the key is present, else [`crate::DeviceError::KeyMissing`].
+    UpdateOnly,
+    /// Store only if the key is absent, else [`crate::DeviceError::KeyExists`].
+    InsertOnly,
+}
+
+/// A byte range of a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteRange {
+    /// First byte.
+    pub offset: usize,
+    /// Bytes.
+    pub len: usize,
+}
+
+/// What a retrieve returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retrieved {
+    /// The value, or the asked range of it.
+    pub value: Vec<u8>,
+    /// The length of the whole value.
+    pub value_len: usize,
+}
+
+/// One operation of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchOp {
+    /// A store.
+    Store {
+        /// Namespace.
+        namespace: NamespaceId,
+        /// Key.
+        key: Vec<u8>,
+        /// Value.
+        value: Vec<u8>,
+        /// Presence condition.
+        mode: StoreMode,
+    },
+    /// A delete.
+    Delete {
+        /// Namespace.
+        namespace: NamespaceId,
+        /// Key.
+        key: Vec<u8>,
+    },
+}
+
+/// Where an iterator starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IterStart {
+    /// At the first key `>=` this one (empty: the first key of the namespace).
+    Key(Vec<u8>),
+    /// At the first key with this prefix; the iterator ends after the last such key.
+    Prefix(Vec<u8>),
+}
+
+/// How an iterator is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IterOptions {
+    /// Where it starts.
+    pub start: IterStart,
+    /// Return keys (and value lengths) without reading values.
+    pub keys_only: bool,
+    /// D: value reads kept in flight ahead of the cursor (0: read each value when returned).
+    pub prefetch_degree: usize,
+    /// Read each flash level's next meta segment ahead (on by default).
+    pub index_prefetch: bool,
+}
+
+impl IterOptions {
+    /// Keys and values from `start`, with value prefetch of degree `prefetch_degree` and index
+    /// prefetch.
+    pub fn new(start: IterStart, prefetch_degree: usize) -> IterOptions {
+        IterOptions {
+            start,
+            keys_only: false,
+            prefetch_degree,
+            index_prefetch: true,
+        }
+    }
+}
+
+/// One entry an iterator returns.
+pub use kvssd_engine::SnapshotEntry as IterEntry;
+
+/// What one `next` returns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NextBatch {
+    /// Entries in key order: at least one unless `end`, then as many as fit the byte budget.
+    pub entries: Vec<IterEntry>,
+    /// Whether the iterator has returned its last entry.
+    pub end: bool,
+}
+
+/// An open iterator's state, as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IteratorInfo {
+    /// Its namespace.
+    pub namespace: NamespaceId,
+    /// DRAM its snapshot holds beyond what the live index shares with it.
+    pub snapshot_dram_bytes: u64,
+    /// Reads it made and prefetched.
+    pub stats: IterStats,
+}
+
+/// Device-wide figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeviceStats {
+    /// Free flash blocks.
+    pub free_blocks: u64,
+    /// Namespaces.
+    pub namespaces: usize,
+    /// Open iterators.
+    pub iterators_open: usize,
+    /// GC victims the device collected on behalf of namespaces (device-wide GC).
+    pub device_gc_victims: u64,
+    /// Flash operations by purpose.
+    pub flash: kvssd_flash::Counters,
+}
