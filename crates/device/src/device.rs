@@ -583,7 +583,16 @@ impl Core {
             Some(namespace) => namespace.lsm(),
             None => return Err(DeviceError::NamespaceUnknown(id)),
         };
-        let t = tree.delete(space, at, key)?;
+        let t = match tree.delete(space, at, key) {
+            Ok(t) => t,
+            // As for stores: collect other namespaces' garbage and try once more.
+            Err(EngineError::CapacityExceeded(_)) => {
+                let t = self.device_gc(at, true)?;
+                let (space, tree) = self.split(id)?;
+                tree.delete(space, t, key)?
+            }
+            Err(error) => return Err(error.into()),
+        };
         self.device_gc(t, false)
     }
 

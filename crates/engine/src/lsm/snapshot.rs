@@ -478,6 +478,14 @@ impl SnapshotIter {
                 break;
             }
         }
+        // Look one entry ahead, so the caller learns of the end with the last entries.
+        if self.ahead.is_empty() && !self.finished {
+            let (found, done) = self.advance(space, t)?;
+            t = done;
+            if let Some(ahead) = found {
+                self.ahead.push_back(ahead);
+            }
+        }
         Ok((out, t))
     }
 }
