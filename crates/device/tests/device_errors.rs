@@ -37,7 +37,7 @@ impl Fixture {
         let mut now = 0;
         for (index, key) in KEYS.iter().enumerate() {
             now = device
-                .store(now, pink, key, &vec![index as u8; 40], StoreMode::Upsert)
+                .store(now, pink, key, &[index as u8; 40], StoreMode::Upsert)
                 .expect("store");
             now = device
                 .store(now, light, key, &vec![9; index * 10], StoreMode::Upsert)
