@@ -14,6 +14,7 @@ pub mod report;
 pub mod runner;
 pub mod sim_speed;
 pub mod workload;
+pub mod ycsb;
 
 mod latency;
 

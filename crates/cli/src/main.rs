@@ -24,6 +24,49 @@ enum Command {
     FlashBench(FlashBenchArgs),
     /// Compare the simulator's page-read speed with a plain random memory copy on this machine.
     SimSpeed(SimSpeedArgs),
+    /// Run the workload benchmarks (YCSB, ...) on simulated devices, preset after preset.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// YCSB Load and A-F, as PinK's evaluation runs them, side by side on identical fresh devices.
+    Ycsb(YcsbArgs),
+}
+
+#[derive(Debug, Args)]
+struct YcsbArgs {
+    /// Engine presets, comma-separated, run one after another on identical fresh devices.
+    #[arg(long, default_value = "pink,lightstore", value_delimiter = ',')]
+    presets: Vec<String>,
+    /// Workloads, comma-separated (load, a, b, c, d, e, f). Load always runs first to build the data set.
+    #[arg(long, default_value = "load,a,b,c,d,e,f", value_delimiter = ',', value_parser = parse_workload)]
+    workloads: Vec<kvssd_bench::workload::WorkloadSpec>,
+    /// Benchmark profile: default (PinK's setup scaled to 1 GiB) or paper (64 GiB, 44M pairs).
+    #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
+    profile: kvssd_bench::ycsb::BenchProfile,
+    /// Override the number of keys loaded.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    records: Option<u64>,
+    /// Override the requests per workload.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    ops: Option<u64>,
+    /// Override the number of closed-loop clients (64 by default, PinK's queue depth).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    clients: Option<u32>,
+    /// Seed of every request stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Write plots (SVG) and a self-contained HTML page into this directory.
+    #[arg(long)]
+    report: Option<std::path::PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -69,6 +112,24 @@ struct SimSpeedArgs {
     /// Print one JSON object instead of the text report.
     #[arg(long)]
     json: bool,
+}
+
+fn parse_workload(name: &str) -> Result<kvssd_bench::workload::WorkloadSpec, String> {
+    kvssd_bench::workload::WorkloadSpec::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown workload (expected one of {})",
+            kvssd_bench::workload::WorkloadSpec::NAMES.join(", ")
+        )
+    })
+}
+
+fn parse_bench_profile(name: &str) -> Result<kvssd_bench::ycsb::BenchProfile, String> {
+    kvssd_bench::ycsb::BenchProfile::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown profile (expected one of {})",
+            kvssd_bench::ycsb::BenchProfile::NAMES.join(", ")
+        )
+    })
 }
 
 fn parse_pattern(name: &str) -> Result<Pattern, String> {
@@ -119,6 +180,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::FlashBench(args) => run_flash_bench(args),
         Command::SimSpeed(args) => run_sim_speed(args),
+        Command::Bench(BenchCommand::Ycsb(args)) => run_ycsb(args),
     }
 }
 
@@ -221,4 +283,121 @@ fn print_json(value: &impl serde::Serialize) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn run_ycsb(args: YcsbArgs) -> ExitCode {
+    use kvssd_bench::ycsb;
+    let known = ycsb::preset_names();
+    if let Some(unknown) = args
+        .presets
+        .iter()
+        .find(|preset| !known.contains(&preset.as_str()))
+    {
+        eprintln!(
+            "kvssd: unknown preset '{unknown}' (expected one of {})",
+            known.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    let mut profile = args.profile;
+    if let Some(records) = args.records {
+        profile.records = records;
+    }
+    if let Some(ops) = args.ops {
+        profile.operations = ops;
+    }
+    if let Some(clients) = args.clients {
+        profile.clients = clients;
+    }
+    let config = ycsb::YcsbConfig {
+        presets: args.presets,
+        workloads: args.workloads,
+        seed: args.seed,
+        profile,
+    };
+    let workload_names: Vec<&str> = config.workloads.iter().map(|spec| spec.name).collect();
+    eprintln!(
+        "kvssd bench ycsb: profile {} [{}], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, seed {} (simulated time)",
+        config.profile.name,
+        config.profile.flash.geometry,
+        config.profile.records,
+        config.profile.key_bytes,
+        config.profile.value_bytes,
+        config.profile.operations,
+        config.profile.clients,
+        config.presets.join(","),
+        workload_names.join(","),
+        config.seed
+    );
+    let bar = if args.quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix:>22} [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let mut phase = String::new();
+    let started = std::time::Instant::now();
+    let result = ycsb::run(&config, &mut |preset, workload, done, total| {
+        let name = format!("{preset} {workload}");
+        if name != phase {
+            phase = name.clone();
+            bar.set_prefix(name);
+            bar.reset();
+            bar.set_length(total);
+        }
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    print!("{}", report.table());
+    let requests: u64 = report.results.iter().map(|result| result.ops).sum();
+    let wall = started.elapsed().as_secs_f64();
+    println!(
+        "simulator speed: {:.0} simulated requests per wall-clock second ({requests} reported requests plus loads in {wall:.1} s)",
+        report
+            .results
+            .iter()
+            .map(|result| result.sim_requests_per_wall_s)
+            .sum::<f64>()
+            / report.results.len().max(1) as f64
+    );
+    if let Some(path) = &args.json {
+        let written = serde_json::to_string_pretty(&report)
+            .map_err(|error| error.to_string())
+            .and_then(|json| std::fs::write(path, json + "\n").map_err(|error| error.to_string()));
+        if let Err(error) = written {
+            eprintln!("kvssd: cannot write {}: {error}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", path.display());
+    }
+    if let Some(directory) = &args.report {
+        match report.write_plots(directory) {
+            Ok(files) => println!(
+                "wrote {} files into {} (open index.html)",
+                files.len(),
+                directory.display()
+            ),
+            Err(error) => {
+                eprintln!(
+                    "kvssd: cannot write plots into {}: {error}",
+                    directory.display()
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
 }
