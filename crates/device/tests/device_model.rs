@@ -27,6 +27,8 @@ const KEY_SPACE: u64 = 200;
 const ITERATORS_MAX: usize = 6;
 
 type Map = BTreeMap<Vec<u8>, Vec<u8>>;
+/// Pairs an iterator should return, and whether it should then be at its end.
+type Expected = (Vec<(Vec<u8>, Vec<u8>)>, bool);
 
 fn key_of(id: u64) -> Vec<u8> {
     let mut key = format!("k{:02}/{id:04}", id % 7).into_bytes();
@@ -63,7 +65,7 @@ struct ModelIterator {
 }
 
 impl ModelIterator {
-    fn expected(&mut self, budget: usize) -> (Vec<(Vec<u8>, Vec<u8>)>, bool) {
+    fn expected(&mut self, budget: usize) -> Expected {
         let lower = if self.from < self.prefix {
             self.prefix.clone()
         } else {
