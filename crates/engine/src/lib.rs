@@ -24,6 +24,7 @@
 mod config;
 mod cpu;
 mod error;
+pub mod hash;
 pub mod lsm;
 mod stats;
 

@@ -1,0 +1,291 @@
+//! Slots, key hashing and the byte layout of a bucket page.
+//!
+//! A bucket page is one flash page of the `hash` table (little-endian):
+//!
+//! ```text
+//! offset  size  field
+//!      0     4  magic "HBKT" (0x544b_4248 as u32 LE)
+//!      4     4  table page number (which part of the table this is)
+//!      8     8  write sequence (engine-wide counter, larger = newer copy)
+//!     16     2  slot count
+//!     18     1  signature bytes per slot (1 to 8)
+//!     19     1  format version (1)
+//!     20     4  CRC-32C of bytes 0..20 and of the slot array
+//!     24     …  slots: pointer u64, then the signature in `signature bytes`
+//! ```
+//!
+//! A slot's pointer is a [`kvssd_space::RecordPointer`] in raw form, or [`EMPTY`] (never used: a
+//! probe stops here) or [`TOMBSTONE`] (deleted: a probe goes on, an insert may reuse it). Neither
+//! marker can be a record pointer: they would name chunk 4095 of page 2^40 - 1, past the largest
+//! device a pointer can address.
+
+use super::{HashError, Result};
+
+/// Pointer of a slot never used.
+pub(crate) const EMPTY: u64 = u64::MAX;
+/// Pointer of a slot whose key was deleted.
+pub(crate) const TOMBSTONE: u64 = u64::MAX - 1;
+/// Bytes before the slot array.
+pub(crate) const HEADER_BYTES: usize = 24;
+const MAGIC: u32 = u32::from_le_bytes(*b"HBKT");
+const FORMAT_VERSION: u8 = 1;
+const CRC_AT: usize = 20;
+
+/// One slot: the key's signature and where its record starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slot {
+    pub(crate) signature: u64,
+    pub(crate) pointer: u64,
+}
+
+impl Slot {
+    pub(crate) const EMPTY: Slot = Slot {
+        signature: 0,
+        pointer: EMPTY,
+    };
+
+    pub(crate) fn is_empty(self) -> bool {
+        self.pointer == EMPTY
+    }
+
+    pub(crate) fn is_tombstone(self) -> bool {
+        self.pointer == TOMBSTONE
+    }
+
+    pub(crate) fn is_live(self) -> bool {
+        !self.is_empty() && !self.is_tombstone()
+    }
+}
+
+/// The 64-bit hash of a key (FNV-1a, then the SplitMix64 finaliser to spread every input bit).
+pub(crate) fn key_hash(key: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &byte in key {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    mix(hash)
+}
+
+fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The signature of a key hash: its top `bits` bits.
+pub(crate) fn signature(hash: u64, bits: u32) -> u64 {
+    if bits >= 64 {
+        hash
+    } else {
+        hash >> (64 - bits)
+    }
+}
+
+/// The home slot of a key hash in a table of `slots` slots. Mixed again, so the home slot and the
+/// signature (the top bits) are independent: keys sharing a home do not share signatures.
+pub(crate) fn home_slot(hash: u64, slots: u64) -> u64 {
+    mix(hash ^ 0x9e37_79b9_7f4a_7c15) % slots.max(1)
+}
+
+/// Bytes of the signature field for a width in bits.
+pub(crate) fn signature_bytes(bits: u32) -> usize {
+    bits.div_ceil(8) as usize
+}
+
+/// Bytes of one slot on flash (and in DRAM for `kaml`).
+pub(crate) fn slot_bytes(bits: u32) -> usize {
+    8 + signature_bytes(bits)
+}
+
+/// Slots one bucket page holds.
+pub(crate) fn slots_per_page(page_bytes: usize, bits: u32) -> usize {
+    (page_bytes.saturating_sub(HEADER_BYTES) / slot_bytes(bits)).min(u16::MAX as usize)
+}
+
+/// The bytes of bucket page `table_page`.
+pub(crate) fn encode(
+    slots: &[Slot],
+    table_page: u64,
+    sequence: u64,
+    bits: u32,
+    page_bytes: usize,
+) -> Vec<u8> {
+    let signature_len = signature_bytes(bits);
+    let mut bytes = vec![0u8; page_bytes];
+    bytes[0..4].copy_from_slice(&MAGIC.to_le_bytes());
+    bytes[4..8].copy_from_slice(&(table_page as u32).to_le_bytes());
+    bytes[8..16].copy_from_slice(&sequence.to_le_bytes());
+    bytes[16..18].copy_from_slice(&(slots.len() as u16).to_le_bytes());
+    bytes[18] = signature_len as u8;
+    bytes[19] = FORMAT_VERSION;
+    let mut at = HEADER_BYTES;
+    for slot in slots {
+        bytes[at..at + 8].copy_from_slice(&slot.pointer.to_le_bytes());
+        let signature = slot.signature.to_le_bytes();
+        bytes[at + 8..at + 8 + signature_len].copy_from_slice(&signature[..signature_len]);
+        at += 8 + signature_len;
+    }
+    let crc = page_crc(&bytes, at);
+    bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+    bytes
+}
+
+/// Decodes bucket page `table_page` read from flash page `flash_page`, checking every field
+/// against what this table writes; never panics on bad bytes.
+pub(crate) fn decode(
+    bytes: &[u8],
+    table_page: u64,
+    slot_count: usize,
+    bits: u32,
+    flash_page: u64,
+) -> Result<Vec<Slot>> {
+    let bad = |what| HashError::MalformedBucket {
+        page: flash_page,
+        what,
+    };
+    let (number, _) = decode_header(bytes, flash_page)?;
+    if u64::from(number) != table_page {
+        return Err(bad("holds another part of the table"));
+    }
+    let signature_len = signature_bytes(bits);
+    if read_u16(bytes, 16) != Some(slot_count as u16)
+        || bytes.get(18) != Some(&(signature_len as u8))
+    {
+        return Err(bad(
+            "slot count or signature width differs from the table's",
+        ));
+    }
+    let end = HEADER_BYTES + slot_count * slot_bytes(bits);
+    if end > bytes.len() {
+        return Err(bad("slot array runs past the page"));
+    }
+    if read_u32(bytes, CRC_AT) != Some(page_crc(bytes, end)) {
+        return Err(bad("checksum mismatch"));
+    }
+    let limit = if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let mut slots = Vec::with_capacity(slot_count);
+    let mut at = HEADER_BYTES;
+    for _ in 0..slot_count {
+        let pointer = read_u64(bytes, at).ok_or(bad("slot runs past the page"))?;
+        let mut signature = [0u8; 8];
+        signature[..signature_len].copy_from_slice(
+            bytes
+                .get(at + 8..at + 8 + signature_len)
+                .ok_or(bad("slot runs past the page"))?,
+        );
+        let signature = u64::from_le_bytes(signature);
+        if signature > limit {
+            return Err(bad("signature wider than the table's"));
+        }
+        slots.push(Slot { signature, pointer });
+        at += 8 + signature_len;
+    }
+    Ok(slots)
+}
+
+/// The table page number and write sequence of a bucket page (magic and version checked).
+pub(crate) fn decode_header(bytes: &[u8], flash_page: u64) -> Result<(u32, u64)> {
+    let bad = |what| HashError::MalformedBucket {
+        page: flash_page,
+        what,
+    };
+    if bytes.len() < HEADER_BYTES || read_u32(bytes, 0) != Some(MAGIC) {
+        return Err(bad("no bucket-page magic"));
+    }
+    if bytes[19] != FORMAT_VERSION {
+        return Err(bad("unknown format version"));
+    }
+    let number = read_u32(bytes, 4).ok_or(bad("short header"))?;
+    let sequence = read_u64(bytes, 8).ok_or(bad("short header"))?;
+    Ok((number, sequence))
+}
+
+fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(bytes.get(at..at + 2)?.try_into().ok()?))
+}
+
+fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_le_bytes(bytes.get(at..at + 8)?.try_into().ok()?))
+}
+
+/// CRC-32C of the header (checksum field excluded) and the slot array ending at `end`.
+fn page_crc(bytes: &[u8], end: usize) -> u32 {
+    let crc = crc32c(!0, &bytes[..CRC_AT]);
+    !crc32c(crc, &bytes[HEADER_BYTES..end.min(bytes.len())])
+}
+
+/// CRC-32C (Castagnoli, reflected 0x82F63B78), table-driven; `crc` is the running (inverted) value.
+fn crc32c(mut crc: u32, bytes: &[u8]) -> u32 {
+    for &byte in bytes {
+        crc = CRC_TABLE[((crc ^ u32::from(byte)) & 0xff) as usize] ^ (crc >> 8);
+    }
+    crc
+}
+
+const CRC_TABLE: [u32; 256] = {
+    let mut table = [0u32; 256];
+    let mut index = 0;
+    while index < 256 {
+        let mut crc = index as u32;
+        let mut bit = 0;
+        while bit < 8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+            bit += 1;
+        }
+        table[index] = crc;
+        index += 1;
+    }
+    table
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hash_bucket_page_round_trips_and_rejects_damage() {
+        let slots = vec![
+            Slot {
+                signature: 0xab,
+                pointer: 42,
+            },
+            Slot::EMPTY,
+            Slot {
+                signature: 3,
+                pointer: TOMBSTONE,
+            },
+        ];
+        let bytes = encode(&slots, 7, 9, 8, 512);
+        assert_eq!(decode(&bytes, 7, 3, 8, 100).ok(), Some(slots));
+        assert!(decode(&bytes, 8, 3, 8, 100).is_err());
+        let mut damaged = bytes.clone();
+        damaged[HEADER_BYTES + 1] ^= 1;
+        assert!(matches!(
+            decode(&damaged, 7, 3, 8, 100),
+            Err(HashError::MalformedBucket {
+                what: "checksum mismatch",
+                ..
+            })
+        ));
+        assert!(decode(&[0u8; 10], 7, 3, 8, 100).is_err());
+        assert!(decode(&bytes[..30], 7, 3, 8, 100).is_err());
+    }
+
+    #[test]
+    fn hash_crc32c_matches_the_standard_check_value() {
+        assert_eq!(!crc32c(!0, b"123456789"), 0xe306_9283);
+    }
+}

@@ -1,0 +1,452 @@
+//! The slot array of a hash index: bucket pages on flash behind an LRU cache (`hash`), or one array
+//! in DRAM (`kaml`).
+//!
+//! Slots are numbered `0..total_slots`; slot `i` is slot `i % slots_per_page` of bucket page
+//! `i / slots_per_page`. A `kaml` table is one "page" holding every slot, never written to flash.
+//!
+//! `hash` keeps a **directory** in DRAM (bucket page → flash page of its newest copy, `None` while
+//! the page was never written: it is all empty and costs no read) and an LRU **cache** of bucket
+//! pages. A miss reads the page (an index read); an update marks the cached page dirty; a dirty page
+//! is written to a fresh flash page when it is evicted (the write half of the read-modify-write)
+//! and its old copy is reported dead to the space layer.
+
+use std::collections::BTreeMap;
+
+use kvssd_flash::{Purpose, SimTime};
+use kvssd_space::{PageIndex, Space};
+
+use super::bucket::{self, Slot};
+use super::{HashError, Result};
+
+/// What the table did, counted.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct TableCounts {
+    /// Bucket pages read from flash (any purpose).
+    pub(crate) page_reads: u64,
+    /// Page accesses served by the cache.
+    pub(crate) cache_hits: u64,
+    /// Page accesses that missed the cache (read from flash, or a never-written page built empty).
+    pub(crate) cache_misses: u64,
+    /// Pages evicted from the cache.
+    pub(crate) evictions: u64,
+    /// Dirty pages written to flash.
+    pub(crate) write_backs: u64,
+}
+
+#[derive(Debug)]
+struct CachedPage {
+    slots: Vec<Slot>,
+    dirty: bool,
+    stamp: u64,
+}
+
+#[derive(Debug)]
+enum Storage {
+    Flash {
+        directory: Vec<Option<PageIndex>>,
+        cache: BTreeMap<u64, CachedPage>,
+        /// Last-use stamp → page, oldest first.
+        lru: BTreeMap<u64, u64>,
+        clock: u64,
+        capacity: usize,
+        sequence: u64,
+    },
+    Dram {
+        slots: Vec<Slot>,
+    },
+}
+
+/// The slot array and where it lives.
+#[derive(Debug)]
+pub(crate) struct Table {
+    storage: Storage,
+    slots_per_page: usize,
+    bits: u32,
+    page_bytes: usize,
+    namespace: u32,
+    pub(crate) counts: TableCounts,
+}
+
+impl Table {
+    /// A `hash` table of `pages` bucket pages on flash with a cache of `capacity` pages.
+    pub(crate) fn on_flash(
+        pages: u64,
+        slots_per_page: usize,
+        capacity: usize,
+        bits: u32,
+        page_bytes: usize,
+        namespace: u32,
+    ) -> Table {
+        Table {
+            storage: Storage::Flash {
+                directory: vec![None; pages as usize],
+                cache: BTreeMap::new(),
+                lru: BTreeMap::new(),
+                clock: 0,
+                capacity,
+                sequence: 0,
+            },
+            slots_per_page,
+            bits,
+            page_bytes,
+            namespace,
+            counts: TableCounts::default(),
+        }
+    }
+
+    /// A `kaml` table of `slots` empty slots in DRAM.
+    pub(crate) fn in_dram(slots: usize, bits: u32, page_bytes: usize, namespace: u32) -> Table {
+        Table {
+            storage: Storage::Dram {
+                slots: vec![Slot::EMPTY; slots],
+            },
+            slots_per_page: slots,
+            bits,
+            page_bytes,
+            namespace,
+            counts: TableCounts::default(),
+        }
+    }
+
+    pub(crate) fn total_slots(&self) -> u64 {
+        match &self.storage {
+            Storage::Flash { directory, .. } => directory.len() as u64 * self.slots_per_page as u64,
+            Storage::Dram { slots } => slots.len() as u64,
+        }
+    }
+
+    /// Bucket pages of a `hash` table (0 for `kaml`).
+    pub(crate) fn pages(&self) -> u64 {
+        match &self.storage {
+            Storage::Flash { directory, .. } => directory.len() as u64,
+            Storage::Dram { .. } => 0,
+        }
+    }
+
+    /// Bucket pages the cache holds at most (0 for `kaml`).
+    pub(crate) fn cache_capacity(&self) -> usize {
+        match &self.storage {
+            Storage::Flash { capacity, .. } => *capacity,
+            Storage::Dram { .. } => 0,
+        }
+    }
+
+    /// Bucket pages cached now, and how many of them are dirty.
+    pub(crate) fn cached_pages(&self) -> (usize, usize) {
+        match &self.storage {
+            Storage::Flash { cache, .. } => (
+                cache.len(),
+                cache.values().filter(|page| page.dirty).count(),
+            ),
+            Storage::Dram { .. } => (0, 0),
+        }
+    }
+
+    /// Bucket pages with a copy on flash.
+    pub(crate) fn pages_on_flash(&self) -> u64 {
+        match &self.storage {
+            Storage::Flash { directory, .. } => {
+                directory.iter().filter(|entry| entry.is_some()).count() as u64
+            }
+            Storage::Dram { .. } => 0,
+        }
+    }
+
+    /// The slots of a key's probe window as runs `(page, first slot in page, slots)`.
+    pub(crate) fn window(&self, home: u64, probes: u64) -> Vec<(u64, usize, usize)> {
+        let total = self.total_slots();
+        let per_page = self.slots_per_page as u64;
+        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
+        let mut slot = home % total.max(1);
+        for _ in 0..probes.min(total) {
+            let page = slot / per_page;
+            let offset = (slot % per_page) as usize;
+            match runs.last_mut() {
+                Some((last, start, count)) if *last == page && *start + *count == offset => {
+                    *count += 1
+                }
+                _ => runs.push((page, offset, 1)),
+            }
+            slot = (slot + 1) % total;
+        }
+        runs
+    }
+
+    /// Makes bucket page `page` resident (a cache hit, a read of its newest copy, or an empty page
+    /// never written) and returns when its slots are in DRAM.
+    pub(crate) fn load(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        purpose: Purpose,
+    ) -> Result<SimTime> {
+        let Storage::Flash {
+            directory,
+            cache,
+            lru,
+            clock,
+            ..
+        } = &mut self.storage
+        else {
+            return Ok(at);
+        };
+        *clock += 1;
+        if let Some(cached) = cache.get_mut(&page) {
+            lru.remove(&cached.stamp);
+            cached.stamp = *clock;
+            lru.insert(*clock, page);
+            self.counts.cache_hits += 1;
+            return Ok(at);
+        }
+        self.counts.cache_misses += 1;
+        let location = directory
+            .get(page as usize)
+            .copied()
+            .ok_or(HashError::MalformedBucket {
+                page,
+                what: "bucket page number outside the table",
+            })?;
+        let (slots, done) = match location {
+            Some(flash_page) => {
+                let (bytes, done) = space.read_page(at, flash_page, purpose)?;
+                self.counts.page_reads += 1;
+                let slots =
+                    bucket::decode(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
+                (slots, done)
+            }
+            None => (vec![Slot::EMPTY; self.slots_per_page], at),
+        };
+        self.insert_page(space, at, page, slots, false, purpose)?;
+        Ok(done)
+    }
+
+    /// Puts a page into the cache, evicting least recently used pages first.
+    fn insert_page(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        slots: Vec<Slot>,
+        dirty: bool,
+        purpose: Purpose,
+    ) -> Result<()> {
+        loop {
+            let Storage::Flash {
+                cache, capacity, ..
+            } = &self.storage
+            else {
+                return Ok(());
+            };
+            if cache.len() < (*capacity).max(1) {
+                break;
+            }
+            self.evict_oldest(space, at, purpose)?;
+        }
+        let Storage::Flash {
+            cache, lru, clock, ..
+        } = &mut self.storage
+        else {
+            return Ok(());
+        };
+        *clock += 1;
+        lru.insert(*clock, page);
+        cache.insert(
+            page,
+            CachedPage {
+                slots,
+                dirty,
+                stamp: *clock,
+            },
+        );
+        Ok(())
+    }
+
+    /// Evicts the least recently used page, writing it back if dirty. The write is issued at `at`
+    /// and not waited for: the die and channel calendars carry its cost to later operations.
+    fn evict_oldest(&mut self, space: &mut Space, at: SimTime, purpose: Purpose) -> Result<()> {
+        let Storage::Flash { cache, lru, .. } = &mut self.storage else {
+            return Ok(());
+        };
+        let Some((_, page)) = lru.pop_first() else {
+            return Ok(());
+        };
+        let Some(evicted) = cache.remove(&page) else {
+            return Ok(());
+        };
+        self.counts.evictions += 1;
+        if evicted.dirty {
+            self.write_back(space, at, page, &evicted.slots, purpose)?;
+        }
+        Ok(())
+    }
+
+    /// Writes a bucket page to a fresh flash page and points the directory at it.
+    fn write_back(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        slots: &[Slot],
+        purpose: Purpose,
+    ) -> Result<SimTime> {
+        let Storage::Flash {
+            directory,
+            sequence,
+            ..
+        } = &mut self.storage
+        else {
+            return Ok(at);
+        };
+        *sequence += 1;
+        let bytes = bucket::encode(slots, page, *sequence, self.bits, self.page_bytes);
+        let (written, done) = space.write_meta(at, purpose, self.namespace, &bytes)?;
+        if let Some(old) = directory[page as usize].replace(written) {
+            space.invalidate_meta(old);
+        }
+        self.counts.write_backs += 1;
+        Ok(done)
+    }
+
+    /// Writes every dirty cached page back (they stay cached, clean). Returns when all are written.
+    pub(crate) fn write_back_all(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        purpose: Purpose,
+    ) -> Result<SimTime> {
+        let dirty: Vec<(u64, Vec<Slot>)> = match &mut self.storage {
+            Storage::Flash { cache, .. } => cache
+                .iter_mut()
+                .filter(|(_, page)| page.dirty)
+                .map(|(&number, page)| {
+                    page.dirty = false;
+                    (number, page.slots.clone())
+                })
+                .collect(),
+            Storage::Dram { .. } => Vec::new(),
+        };
+        let mut done = at;
+        for (page, slots) in dirty {
+            done = done.max(self.write_back(space, at, page, &slots, purpose)?);
+        }
+        Ok(done)
+    }
+
+    /// The slots of a resident page (every `kaml` slot is resident).
+    pub(crate) fn resident(&self, page: u64) -> Option<&[Slot]> {
+        match &self.storage {
+            Storage::Flash { cache, .. } => cache.get(&page).map(|cached| &cached.slots[..]),
+            Storage::Dram { slots } => (page == 0).then_some(&slots[..]),
+        }
+    }
+
+    /// Sets one slot, loading its page first if it is not resident; the page becomes dirty.
+    pub(crate) fn set(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        offset: usize,
+        slot: Slot,
+        purpose: Purpose,
+    ) -> Result<SimTime> {
+        let done = if self.resident(page).is_some() {
+            at
+        } else {
+            self.load(space, at, page, purpose)?
+        };
+        let target = match &mut self.storage {
+            Storage::Flash { cache, .. } => cache.get_mut(&page).map(|cached| {
+                cached.dirty = true;
+                &mut cached.slots
+            }),
+            Storage::Dram { slots } => Some(slots),
+        };
+        match target.and_then(|slots| slots.get_mut(offset)) {
+            Some(place) => *place = slot,
+            None => {
+                return Err(HashError::MalformedBucket {
+                    page,
+                    what: "slot outside the bucket page",
+                })
+            }
+        }
+        Ok(done)
+    }
+
+    /// The slots of a page without caching it: from the cache if resident, else read from flash
+    /// (GC peeks at pages this way so liveness checks never evict and write back).
+    pub(crate) fn peek(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        purpose: Purpose,
+    ) -> Result<(Vec<Slot>, SimTime, bool)> {
+        if let Some(slots) = self.resident(page) {
+            return Ok((slots.to_vec(), at, true));
+        }
+        let Storage::Flash { directory, .. } = &self.storage else {
+            return Ok((Vec::new(), at, false));
+        };
+        match directory.get(page as usize).copied().flatten() {
+            Some(flash_page) => {
+                let (bytes, done) = space.read_page(at, flash_page, purpose)?;
+                self.counts.page_reads += 1;
+                let slots =
+                    bucket::decode(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
+                Ok((slots, done, false))
+            }
+            None => Ok((vec![Slot::EMPTY; self.slots_per_page], at, false)),
+        }
+    }
+
+    /// Caches a page GC peeked at and changed, as dirty (it is written back when evicted).
+    pub(crate) fn install(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        slots: Vec<Slot>,
+        purpose: Purpose,
+    ) -> Result<()> {
+        if let Storage::Flash { cache, .. } = &self.storage {
+            if cache.contains_key(&page) {
+                return Err(HashError::MalformedBucket {
+                    page,
+                    what: "GC installs a page that is already cached",
+                });
+            }
+        }
+        self.insert_page(space, at, page, slots, true, purpose)
+    }
+
+    /// The table page whose newest copy is flash page `flash_page`, if any (GC's liveness check
+    /// for bucket pages).
+    pub(crate) fn owner_of(&self, flash_page: PageIndex, bytes: &[u8]) -> Result<Option<u64>> {
+        let Storage::Flash { directory, .. } = &self.storage else {
+            return Ok(None);
+        };
+        let (number, _) = bucket::decode_header(bytes, flash_page.0)?;
+        Ok(
+            (directory.get(number as usize).copied().flatten() == Some(flash_page))
+                .then_some(u64::from(number)),
+        )
+    }
+
+    /// Points table page `page` at its moved copy.
+    pub(crate) fn relocate(&mut self, page: u64, moved: PageIndex) {
+        if let Storage::Flash { directory, .. } = &mut self.storage {
+            directory[page as usize] = Some(moved);
+        }
+    }
+
+    /// The live slots of a `kaml` table, for a resize.
+    pub(crate) fn dram_slots(&self) -> &[Slot] {
+        match &self.storage {
+            Storage::Dram { slots } => slots,
+            Storage::Flash { .. } => &[],
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The hash engines' contract beyond the model test: scans refused with a typed error, key and
+//! value limits, signature collisions resolved by key comparison (1-bit signatures force them),
+//! a full table refused with a typed error, and DRAM budgets too small to open.
+
+use kvssd_engine::hash::{HashConfig, HashEngine, HashError, HashPreset};
+use kvssd_engine::EngineError;
+use kvssd_flash::{Flash, Profile};
+
+fn engine(config: HashConfig) -> HashEngine {
+    let profile = Profile::test_min();
+    let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+    HashEngine::open(flash, config).expect("open")
+}
+
+#[test]
+fn hash_scans_are_refused_as_unsupported() {
+    for preset in HashPreset::ALL {
+        let mut engine = engine(HashConfig::test_min(preset));
+        let done = engine.put(0, b"a", b"1").expect("put");
+        assert!(matches!(
+            engine.scan(done, b"a", 10),
+            Err(HashError::Unsupported {
+                operation: "scan",
+                ..
+            })
+        ));
+    }
+}
+
+#[test]
+fn hash_limits_give_typed_errors() {
+    for preset in HashPreset::ALL {
+        let mut engine = engine(HashConfig::test_min(preset));
+        assert!(matches!(
+            engine.put(0, b"", b"v"),
+            Err(HashError::Engine(EngineError::KeyEmpty))
+        ));
+        assert!(matches!(
+            engine.put(0, &[1u8; 256], b"v"),
+            Err(HashError::Engine(EngineError::KeyTooLong { len: 256 }))
+        ));
+        assert!(matches!(
+            engine.get(0, b""),
+            Err(HashError::Engine(EngineError::KeyEmpty))
+        ));
+        let too_big = vec![0u8; engine.value_bytes_max() + 1];
+        assert!(matches!(
+            engine.put(0, b"k", &too_big),
+            Err(HashError::Engine(EngineError::ValueTooLarge { .. }))
+        ));
+        // The largest value and the longest key are taken.
+        let largest = vec![7u8; engine.value_bytes_max()];
+        let key = [9u8; 255];
+        let mut t = engine.put(0, &key, &largest).expect("largest put");
+        t = engine.sync(t).expect("sync");
+        let (value, _) = engine.get(t, &key).expect("get");
+        assert_eq!(value.as_deref(), Some(&largest[..]));
+    }
+}
+
+#[test]
+fn hash_signature_collisions_resolve_by_key() {
+    for preset in HashPreset::ALL {
+        let mut config = HashConfig::test_min(preset);
+        config.signature_bits = 1;
+        let mut engine = engine(config);
+        let mut t = 0;
+        for id in 0..300u32 {
+            t = engine
+                .put(t, format!("key{id}").as_bytes(), &id.to_le_bytes())
+                .expect("put");
+        }
+        t = engine.sync(t).expect("sync");
+        for id in 0..300u32 {
+            let (value, done) = engine.get(t, format!("key{id}").as_bytes()).expect("get");
+            t = done;
+            assert_eq!(value.as_deref(), Some(&id.to_le_bytes()[..]), "key{id}");
+        }
+        // Absent keys: every signature match is a collision, and the answer is still None.
+        for id in 0..2000u32 {
+            let (value, done) = engine.get(t, format!("nokey{id}").as_bytes()).expect("get");
+            t = done;
+            assert_eq!(value, None);
+        }
+        let stats = engine.stats();
+        println!("{preset} with 1-bit signatures\n{stats}");
+        assert!(
+            stats.signature_collisions > 100,
+            "{preset}: only {} collisions",
+            stats.signature_collisions
+        );
+        assert!(stats.data_reads_per_get.max() > 1);
+    }
+}
+
+#[test]
+fn hash_full_table_is_a_typed_error() {
+    // A fixed table of one page, probe window of 4 slots: the table refuses at its load limit or
+    // when a window is full, never silently.
+    let mut config = HashConfig::test_min(HashPreset::Hash);
+    config.table_slots = 8;
+    config.probe_slots_max = 4;
+    let mut engine = engine(config);
+    let mut t = 0;
+    let mut stored = Vec::new();
+    let mut refused = None;
+    for id in 0..100u32 {
+        let key = format!("key{id}");
+        match engine
+            .put(t, key.as_bytes(), b"v")
+            .and_then(|done| engine.sync(done))
+        {
+            Ok(done) => {
+                t = done;
+                stored.push(key);
+            }
+            Err(error) => {
+                refused = Some(error);
+                break;
+            }
+        }
+    }
+    let refused = refused.expect("a full table refuses");
+    assert!(
+        matches!(
+            refused,
+            HashError::TableFull { probe_slots: 4 }
+                | HashError::Engine(EngineError::CapacityExceeded(_))
+        ),
+        "{refused}"
+    );
+    // What was stored is still there.
+    for key in stored {
+        let (value, done) = engine.get(t, key.as_bytes()).expect("get");
+        t = done;
+        assert_eq!(value.as_deref(), Some(&b"v"[..]), "{key}");
+    }
+}
+
+#[test]
+fn hash_budget_too_small_is_refused() {
+    for preset in HashPreset::ALL {
+        let mut config = HashConfig::test_min(preset);
+        config.dram_budget_bytes = config.write_buffer_bytes + 100;
+        let profile = Profile::test_min();
+        let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+        assert!(matches!(
+            HashEngine::open(flash, config),
+            Err(HashError::Engine(EngineError::DramBudgetTooSmall { .. }))
+        ));
+    }
+}
+
+#[test]
+fn hash_preset_names_round_trip() {
+    for preset in HashPreset::ALL {
+        assert_eq!(preset.name().parse::<HashPreset>().ok(), Some(preset));
+    }
+    assert!("pink".parse::<HashPreset>().is_err());
+}
