@@ -10,6 +10,7 @@
 //! simulator's own speed is the only wall-clock figure, and is labelled too.
 
 pub mod flash_bench;
+pub mod gc;
 pub mod report;
 pub mod runner;
 pub mod sim_speed;

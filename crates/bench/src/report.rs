@@ -81,6 +81,9 @@ pub struct BenchResult {
     /// Read-latency CDF points for the plots (not part of the JSON).
     #[serde(skip)]
     pub read_latency_cdf: Vec<(f64, f64)>,
+    /// Write amplification of the run so far, sampled as (requests done, WAF).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waf_over_time: Vec<(u64, f64)>,
 }
 
 /// A whole benchmark run.
@@ -212,6 +215,31 @@ impl BenchReport {
                 &path,
                 &format!("Read latency CDF, workload {workload} ({clock})"),
                 &series,
+            )?;
+            files.push(path);
+        }
+
+        let waf_series: Vec<(String, Vec<(f64, f64)>)> = self
+            .results
+            .iter()
+            .filter(|result| !result.waf_over_time.is_empty())
+            .map(|result| {
+                let points = result
+                    .waf_over_time
+                    .iter()
+                    .map(|&(requests, waf)| (requests as f64, waf))
+                    .collect();
+                (format!("{} {}", result.preset, result.workload), points)
+            })
+            .collect();
+        if !waf_series.is_empty() {
+            let path = directory.join("waf_over_time.svg");
+            line_plot(
+                &path,
+                "Write amplification over time",
+                "requests",
+                "WAF",
+                &waf_series,
             )?;
             files.push(path);
         }
@@ -364,6 +392,53 @@ fn cdf_plot(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)]) -> i
         .configure_mesh()
         .x_desc("latency (us, log scale)")
         .y_desc("fraction of reads")
+        .draw()
+        .map_err(plot_error)?;
+    for (index, (name, points)) in series.iter().enumerate() {
+        let color = Palette99::pick(index).to_rgba();
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().copied(),
+                color.stroke_width(2),
+            ))
+            .map_err(plot_error)?
+            .label(name.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
+            });
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()
+        .map_err(plot_error)?;
+    root.present().map_err(plot_error)
+}
+
+fn line_plot(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> io::Result<()> {
+    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
+    root.fill(&WHITE).map_err(plot_error)?;
+    let points = series.iter().flat_map(|(_, points)| points.iter());
+    let (x_max, y_max) = points.fold((1.0f64, 1.0f64), |(x, y), &(px, py)| (x.max(px), y.max(py)));
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(35)
+        .y_label_area_size(50)
+        .build_cartesian_2d(0f64..x_max, 0f64..y_max * 1.15)
+        .map_err(plot_error)?;
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_desc(y_label)
         .draw()
         .map_err(plot_error)?;
     for (index, (name, points)) in series.iter().enumerate() {

@@ -49,6 +49,10 @@ pub trait SimTarget {
     fn counters(&self) -> Counters;
     /// DRAM in use, by part.
     fn dram_bytes(&self) -> BTreeMap<String, u64>;
+    /// Store-specific counters worth reporting (GC victims, records moved, ...), by name.
+    fn extra_stats(&self) -> BTreeMap<String, u64> {
+        BTreeMap::new()
+    }
 }
 
 /// What one workload run needs to know.
@@ -70,6 +74,8 @@ pub struct RunConfig {
     pub value_bytes: usize,
     /// Seed of the request generator.
     pub seed: u64,
+    /// Record the write amplification of the run so far every this many requests (0: never).
+    pub waf_sample_every: u64,
 }
 
 /// The outcome of one run: its figures, where the clock stands, and how many keys exist now.
@@ -107,6 +113,7 @@ pub fn run(
     let mut index_reads_max = 0u64;
     let mut gets = 0u64;
     let mut scans_as_gets = false;
+    let mut waf_over_time = Vec::new();
     let mut clients: BinaryHeap<Reverse<(SimTime, u32)>> = (0..config.clients.max(1))
         .map(|client| Reverse((start, client)))
         .collect();
@@ -187,6 +194,11 @@ pub fn run(
         if completed % 4096 == 0 {
             progress(completed);
         }
+        if config.waf_sample_every > 0 && completed % config.waf_sample_every == 0 {
+            if let Some(waf) = (target.counters() - before).write_amplification() {
+                waf_over_time.push((completed, waf));
+            }
+        }
     }
     progress(completed);
     let wall_seconds = wall.elapsed().as_secs_f64();
@@ -227,6 +239,7 @@ pub fn run(
         }),
         sim_requests_per_wall_s: completed as f64 / wall_seconds.max(1e-9),
         read_latency_cdf: reads.cdf_points(),
+        waf_over_time,
         ..BenchResult::default()
     };
     Ok(RunOutcome {
@@ -354,6 +367,7 @@ mod tests {
             key_bytes: 16,
             value_bytes: 100,
             seed: 5,
+            waf_sample_every: 0,
         }
     }
 

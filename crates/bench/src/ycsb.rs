@@ -127,8 +127,16 @@ pub struct LsmTarget {
 impl LsmTarget {
     /// A fresh device of `profile` with a `preset` engine on it.
     pub fn open(profile: &BenchProfile, preset: Preset) -> Result<LsmTarget, EngineError> {
+        LsmTarget::open_with(profile, profile.engine_config(preset))
+    }
+
+    /// A fresh device of `profile` with an engine of configuration `config` on it.
+    pub fn open_with(
+        profile: &BenchProfile,
+        config: EngineConfig,
+    ) -> Result<LsmTarget, EngineError> {
         let flash = Flash::new(profile.flash.geometry, Some(profile.flash.timing.clone()))?;
-        let engine = LsmEngine::open(flash, profile.engine_config(preset))?;
+        let engine = LsmEngine::open(flash, config)?;
         Ok(LsmTarget { engine })
     }
 
@@ -165,6 +173,29 @@ impl SimTarget for LsmTarget {
         self.engine.space().flash().counters()
     }
 
+    fn extra_stats(&self) -> BTreeMap<String, u64> {
+        let stats = self.engine.stats();
+        BTreeMap::from([
+            ("flushes".to_string(), stats.flushes),
+            ("compactions".to_string(), stats.compactions),
+            ("gc_meta_victims".to_string(), stats.gc_meta_victims),
+            ("gc_data_victims".to_string(), stats.gc_data_victims),
+            ("gc_meta_pages_moved".to_string(), stats.gc_meta_pages_moved),
+            (
+                "gc_records_reinserted".to_string(),
+                stats.gc_records_reinserted,
+            ),
+            (
+                "gc_records_rewritten".to_string(),
+                stats.gc_records_rewritten,
+            ),
+            (
+                "gc_segments_rewritten".to_string(),
+                stats.gc_segments_rewritten,
+            ),
+        ])
+    }
+
     fn dram_bytes(&self) -> BTreeMap<String, u64> {
         let usage = self.engine.dram_usage();
         BTreeMap::from([
@@ -176,19 +207,34 @@ impl SimTarget for LsmTarget {
     }
 }
 
+/// `pink` with GC that rewrites moved records' meta segments instead of re-inserting them into L0:
+/// PinK without its GC optimisation (PinK §4.5, "PinK" against "PinK+GCOPT" in Fig. 12).
+pub const PINK_GC_REWRITE: &str = "pink-gcrewrite";
+
 /// Builds the target of a preset name on a fresh device of `profile`.
 pub fn open_target(profile: &BenchProfile, preset: &str) -> Result<Box<dyn SimTarget>, String> {
-    let parsed: Preset = preset
-        .parse()
-        .map_err(|error: EngineError| error.to_string())?;
-    LsmTarget::open(profile, parsed)
+    let (parsed, rewrite) = if preset == PINK_GC_REWRITE {
+        (Preset::Pink, true)
+    } else {
+        let parsed: Preset = preset
+            .parse()
+            .map_err(|error: EngineError| error.to_string())?;
+        (parsed, false)
+    };
+    let mut config = profile.engine_config(parsed);
+    if rewrite {
+        config.features.gc = kvssd_engine::GcPolicy::Rewrite;
+    }
+    LsmTarget::open_with(profile, config)
         .map(|target| Box::new(target) as Box<dyn SimTarget>)
         .map_err(|error| format!("cannot open a {preset} device: {error}"))
 }
 
-/// Presets `kvssd bench ycsb` accepts.
+/// Presets the benchmarks accept.
 pub fn preset_names() -> Vec<&'static str> {
-    Preset::ALL.iter().map(|preset| preset.name()).collect()
+    let mut names: Vec<&'static str> = Preset::ALL.iter().map(|preset| preset.name()).collect();
+    names.push(PINK_GC_REWRITE);
+    names
 }
 
 /// One side-by-side run's configuration.
@@ -246,6 +292,7 @@ pub fn run(config: &YcsbConfig, progress: YcsbProgress<'_>) -> Result<BenchRepor
                 value_bytes: profile.value_bytes,
                 // Identical streams for every preset; a different stream per phase.
                 seed: config.seed.wrapping_add(index as u64),
+                waf_sample_every: 0,
             };
             let mut tick = |done: u64| progress(preset, spec.name, done, operations);
             let outcome = runner::run(target.as_mut(), &run_config, clock, &mut tick)

@@ -33,6 +33,40 @@ enum Command {
 enum BenchCommand {
     /// YCSB Load and A-F, as PinK's evaluation runs them, side by side on identical fresh devices.
     Ycsb(YcsbArgs),
+    /// GC stress (PinK §5.2): load, then uniformly random overwrites; write amplification over time.
+    Gc(GcArgs),
+}
+
+#[derive(Debug, Args)]
+struct GcArgs {
+    /// Engine presets, comma-separated (pink-gcrewrite is pink with GC rewriting meta segments).
+    #[arg(
+        long,
+        default_value = "pink,pink-gcrewrite,lightstore",
+        value_delimiter = ','
+    )]
+    presets: Vec<String>,
+    /// Benchmark profile: default or paper.
+    #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
+    profile: kvssd_bench::ycsb::BenchProfile,
+    /// Override the number of keys loaded.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    records: Option<u64>,
+    /// Overwrites after the load (default: 100/44 per key, as PinK's 100M over 44M pairs).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    overwrites: Option<u64>,
+    /// Seed of every request stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Write plots (SVG) and a self-contained HTML page into this directory.
+    #[arg(long)]
+    report: Option<std::path::PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -181,6 +215,7 @@ fn main() -> ExitCode {
         Command::FlashBench(args) => run_flash_bench(args),
         Command::SimSpeed(args) => run_sim_speed(args),
         Command::Bench(BenchCommand::Ycsb(args)) => run_ycsb(args),
+        Command::Bench(BenchCommand::Gc(args)) => run_gc(args),
     }
 }
 
@@ -329,18 +364,7 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
         workload_names.join(","),
         config.seed
     );
-    let bar = if args.quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(0)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{prefix:>22} [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
+    let bar = progress_bar(args.quiet);
     let mut phase = String::new();
     let started = std::time::Instant::now();
     let result = ycsb::run(&config, &mut |preset, workload, done, total| {
@@ -361,6 +385,125 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    write_outputs(
+        &report,
+        started,
+        args.json.as_deref(),
+        args.report.as_deref(),
+    )
+}
+
+fn progress_bar(quiet: bool) -> indicatif::ProgressBar {
+    let bar = if quiet {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new(0)
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{prefix:>22} [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+fn run_gc(args: GcArgs) -> ExitCode {
+    use kvssd_bench::{gc, ycsb};
+    let known = ycsb::preset_names();
+    if let Some(unknown) = args
+        .presets
+        .iter()
+        .find(|preset| !known.contains(&preset.as_str()))
+    {
+        eprintln!(
+            "kvssd: unknown preset '{unknown}' (expected one of {})",
+            known.join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    let mut profile = args.profile;
+    if let Some(records) = args.records {
+        profile.records = records;
+    }
+    let overwrites = args
+        .overwrites
+        .unwrap_or((profile.records as f64 * gc::PINK_OVERWRITES_PER_KEY) as u64);
+    let config = gc::GcConfig {
+        presets: args.presets,
+        overwrites,
+        seed: args.seed,
+        profile,
+    };
+    eprintln!(
+        "kvssd bench gc: profile {} [{}], {} records, then {} uniformly random overwrites, presets {}, seed {} (simulated time)",
+        config.profile.name,
+        config.profile.flash.geometry,
+        config.profile.records,
+        config.overwrites,
+        config.presets.join(","),
+        config.seed
+    );
+    let bar = progress_bar(args.quiet);
+    let mut phase = String::new();
+    let started = std::time::Instant::now();
+    let result = gc::run(&config, &mut |preset, workload, done, total| {
+        let name = format!("{preset} {workload}");
+        if name != phase {
+            phase = name.clone();
+            bar.set_prefix(name);
+            bar.reset();
+            bar.set_length(total);
+        }
+        bar.set_position(done);
+    });
+    bar.finish_and_clear();
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for result in &report.results {
+        if let Some(params) = &result.params {
+            let get = |key: &str| {
+                params
+                    .get(key)
+                    .and_then(|value| value.as_u64())
+                    .unwrap_or(0)
+            };
+            let index_pages = get("compaction_pages_written")
+                + get("index_pages_written")
+                + get("gc_meta_pages_moved")
+                + get("gc_segments_rewritten");
+            println!(
+                "{:<15} WAF {:.2}   user pages {}   GC pages {}   index pages written (compaction + GC index updates) {}   records re-inserted {}   rewritten {}",
+                result.preset,
+                result.waf.unwrap_or(f64::NAN),
+                get("user_pages_written"),
+                get("gc_pages_written"),
+                index_pages,
+                get("gc_records_reinserted"),
+                get("gc_records_rewritten"),
+            );
+        }
+    }
+    write_outputs(
+        &report,
+        started,
+        args.json.as_deref(),
+        args.report.as_deref(),
+    )
+}
+
+fn write_outputs(
+    report: &kvssd_bench::report::BenchReport,
+    started: std::time::Instant,
+    json: Option<&std::path::Path>,
+    plots: Option<&std::path::Path>,
+) -> ExitCode {
     print!("{}", report.table());
     let requests: u64 = report.results.iter().map(|result| result.ops).sum();
     let wall = started.elapsed().as_secs_f64();
@@ -373,7 +516,7 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
             .sum::<f64>()
             / report.results.len().max(1) as f64
     );
-    if let Some(path) = &args.json {
+    if let Some(path) = json {
         let written = serde_json::to_string_pretty(&report)
             .map_err(|error| error.to_string())
             .and_then(|json| std::fs::write(path, json + "\n").map_err(|error| error.to_string()));
@@ -383,7 +526,7 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
         }
         println!("wrote {}", path.display());
     }
-    if let Some(directory) = &args.report {
+    if let Some(directory) = plots {
         match report.write_plots(directory) {
             Ok(files) => println!(
                 "wrote {} files into {} (open index.html)",
