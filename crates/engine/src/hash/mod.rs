@@ -13,14 +13,14 @@
 //!   bucket page of slots, so a lookup touches at most two bucket pages. A window without a free
 //!   slot is [`HashError::TableFull`] (`kaml` first doubles its table).
 //! * `hash`: the table is bucket pages on flash; the DRAM budget holds the write buffer, the bucket
-//!   directory and an LRU cache of bucket pages (see [`table`]). Updates are read-modify-writes of
+//!   directory and an LRU cache of bucket pages (see `table.rs`). Updates are read-modify-writes of
 //!   bucket pages: a miss reads the page, a dirty page is written back when evicted.
 //! * `kaml`: the table is in DRAM and doubles when its load factor would pass `load_factor_max`;
 //!   a GET of a present key reads the value's page and nothing else.
 //! * A **write buffer** of whole pairs (1 MiB by default) is applied to the table when full, in
 //!   home-slot order, so values are packed into data pages and each bucket page is loaded at most
 //!   about once per flush.
-//! * **GC** (see [`gc`]): a data record is live if its key's probe window holds its pointer; live
+//! * **GC** (see `gc.rs`): a data record is live if its key's probe window holds its pointer; live
 //!   records are appended again and their slots updated. A bucket page is live if the directory
 //!   points at it; live pages are copied and the directory fixed.
 //! * Range scans are refused with [`HashError::Unsupported`].
