@@ -32,6 +32,7 @@ impl LsmTree {
         }
         let pairs = Arc::unwrap_or_clone(std::mem::take(&mut self.l0));
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
+        let l0_key_bytes = std::mem::replace(&mut self.l0_key_bytes, 0);
         let result = self.write_values(space, t, &pairs);
         let (entries, written) = match result {
             Ok(done) => done,
@@ -40,6 +41,7 @@ impl LsmTree {
                 let pairs = Arc::new(pairs);
                 self.l0 = pairs;
                 self.l0_bytes = l0_bytes;
+                self.l0_key_bytes = l0_key_bytes;
                 return Err(error);
             }
         };

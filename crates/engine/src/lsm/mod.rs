@@ -136,6 +136,8 @@ pub struct LsmTree {
     /// Shared with snapshots; copied on write while one holds it.
     l0: Arc<BTreeMap<Vec<u8>, L0Value>>,
     l0_bytes: u64,
+    /// Bytes of L0's keys, kept as L0 changes so admission checks need not walk L0 per put.
+    l0_key_bytes: u64,
     levels: Vec<Level>,
     l1_entries: u64,
     levels_max: usize,
@@ -156,6 +158,10 @@ pub struct LsmTree {
     last_get_meta_reads: u32,
     /// The last snapshot taken, handed out again until the tree changes (snapshots are pooled).
     snapshot_cache: Option<Arc<TreeSnapshot>>,
+    /// DRAM of the level lists, pinned segments and Bloom filters, with the fingerprint of the
+    /// levels it was computed for: admission checks read it on every put, and recomputing it walks
+    /// every segment.
+    dram_fixed_cache: std::cell::Cell<Option<(u64, u64)>>,
 }
 
 impl LsmTree {
@@ -279,6 +285,7 @@ impl LsmTree {
             page_bytes,
             l0: Arc::new(BTreeMap::new()),
             l0_bytes: 0,
+            l0_key_bytes: 0,
             levels: Vec::new(),
             l1_entries,
             levels_max,
@@ -296,6 +303,7 @@ impl LsmTree {
             gets: ReadHistogram::default(),
             last_get_meta_reads: 0,
             snapshot_cache: None,
+            dram_fixed_cache: std::cell::Cell::new(None),
             config,
         })
     }
@@ -562,8 +570,11 @@ impl LsmTree {
         // The index's DRAM: the level lists must leave room for L0 and one flush's new entries.
         // A flush adds at most one level-list entry per page of L0's entries, plus one per level
         // for the ragged ends of the merged runs.
-        let l0_keys: u64 =
-            self.l0.keys().map(|key| key.len() as u64).sum::<u64>() + key.len() as u64;
+        debug_assert_eq!(
+            self.l0_key_bytes,
+            self.l0.keys().map(|key| key.len() as u64).sum::<u64>()
+        );
+        let l0_keys = self.l0_key_bytes + key.len() as u64;
         let l0_meta = l0_keys + (self.l0.len() as u64 + 1) * ENTRY_OVERHEAD_BYTES as u64;
         let usable =
             (self.page_bytes - HEADER_BYTES - ENTRY_OVERHEAD_BYTES - crate::KEY_BYTES_MAX) as u64;
@@ -705,10 +716,10 @@ impl LsmTree {
 
     fn l0_insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>, from_gc: bool) {
         let added = Self::l0_pair_bytes(&key, value.as_deref());
-        if let Some(old) =
-            Arc::make_mut(&mut self.l0).insert(key.clone(), L0Value { value, from_gc })
-        {
-            self.l0_bytes -= Self::l0_pair_bytes(&key, old.value.as_deref());
+        let key_bytes = key.len() as u64;
+        match Arc::make_mut(&mut self.l0).insert(key.clone(), L0Value { value, from_gc }) {
+            Some(old) => self.l0_bytes -= Self::l0_pair_bytes(&key, old.value.as_deref()),
+            None => self.l0_key_bytes += key_bytes,
         }
         self.l0_bytes += added;
     }
@@ -869,8 +880,39 @@ impl LsmTree {
 
     /// DRAM of the level lists, pinned segments and Bloom filters.
     fn dram_fixed_parts(&self) -> u64 {
+        let fingerprint = self.levels_fingerprint();
+        if let Some((cached_for, bytes)) = self.dram_fixed_cache.get() {
+            if cached_for == fingerprint {
+                debug_assert_eq!(bytes, {
+                    let usage = self.dram_usage();
+                    usage.level_lists + usage.pinned_segments + usage.bloom_filters
+                });
+                return bytes;
+            }
+        }
         let usage = self.dram_usage();
-        usage.level_lists + usage.pinned_segments + usage.bloom_filters
+        let bytes = usage.level_lists + usage.pinned_segments + usage.bloom_filters;
+        self.dram_fixed_cache.set(Some((fingerprint, bytes)));
+        bytes
+    }
+
+    /// A fingerprint of what the DRAM of the levels depends on: each level's segment list (a new
+    /// list whenever a merge rebuilds it), its length, entries, key bytes and pinned flag (unpinning
+    /// clears it). Debug builds check every cache hit against a full recomputation.
+    fn levels_fingerprint(&self) -> u64 {
+        let mut hash: u64 = 0xCBF2_9CE4_8422_2325;
+        for level in &self.levels {
+            for word in [
+                Arc::as_ptr(&level.segments) as usize as u64,
+                level.segments.len() as u64,
+                level.entries,
+                level.key_bytes,
+                u64::from(level.pinned),
+            ] {
+                hash = (hash ^ word).wrapping_mul(0x0000_0100_0000_01B3);
+            }
+        }
+        hash
     }
 
     fn level_dram(&self, index: usize) -> (u64, u64, u64) {
@@ -991,8 +1033,7 @@ impl LsmTree {
                         value.value.as_ref().map(|v| (key.len(), v.len()))
                     }),
                 );
-                let keys: u64 = self.l0.keys().map(|key| key.len() as u64).sum();
-                let upper = keys + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
+                let upper = self.l0_key_bytes + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
                 (data, self.merge_pages_needed(upper, 0))
             }
             Step::Merge(index) => {
@@ -1008,8 +1049,7 @@ impl LsmTree {
     /// Blocks a merge of every level into the last one could write: the worst case of the cascade
     /// a flush may start (pinned levels included, as they may have to be unpinned).
     fn cascade_reserve_blocks(&self, space: &Space) -> u64 {
-        let keys: u64 = self.l0.keys().map(|key| key.len() as u64).sum();
-        let mut total = keys + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
+        let mut total = self.l0_key_bytes + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
         for index in 0..self.levels.len() {
             total += self.level_encoded_bytes(index);
         }
