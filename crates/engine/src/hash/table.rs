@@ -157,17 +157,20 @@ impl Table {
         let total = self.total_slots();
         let per_page = self.slots_per_page as u64;
         let mut runs: Vec<(u64, usize, usize)> = Vec::new();
-        let mut slot = home % total.max(1);
-        for _ in 0..probes.min(total) {
+        if total == 0 || per_page == 0 {
+            return runs;
+        }
+        // One run per page the window crosses, wrapping at the end of the table: computed a page at
+        // a time, since a window may span a whole page of slots and lookups are the hot path.
+        let mut slot = home % total;
+        let mut left = probes.min(total);
+        while left > 0 {
             let page = slot / per_page;
-            let offset = (slot % per_page) as usize;
-            match runs.last_mut() {
-                Some((last, start, count)) if *last == page && *start + *count == offset => {
-                    *count += 1
-                }
-                _ => runs.push((page, offset, 1)),
-            }
-            slot = (slot + 1) % total;
+            let page_end = ((page + 1) * per_page).min(total);
+            let take = left.min(page_end - slot);
+            runs.push((page, (slot % per_page) as usize, take as usize));
+            left -= take;
+            slot = (slot + take) % total;
         }
         runs
     }
@@ -448,5 +451,57 @@ impl Table {
             Storage::Dram { slots } => slots,
             Storage::Flash { .. } => &[],
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The window as runs built slot by slot: the definition the page-at-a-time version must match.
+    fn window_slot_by_slot(table: &Table, home: u64, probes: u64) -> Vec<(u64, usize, usize)> {
+        let total = table.total_slots();
+        let per_page = table.slots_per_page as u64;
+        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
+        let mut slot = home % total;
+        for _ in 0..probes.min(total) {
+            let page = slot / per_page;
+            let offset = (slot % per_page) as usize;
+            match runs.last_mut() {
+                Some((last, start, count)) if *last == page && *start + *count == offset => {
+                    *count += 1
+                }
+                _ => runs.push((page, offset, 1)),
+            }
+            slot = (slot + 1) % total;
+        }
+        runs
+    }
+
+    #[test]
+    fn hash_window_matches_slot_by_slot_definition() {
+        for (pages, per_page) in [(1u64, 5usize), (3, 7), (8, 64)] {
+            let table = Table::on_flash(pages, per_page, 2, 8, 512, 0);
+            let total = pages * per_page as u64;
+            for home in 0..total * 2 {
+                for probes in [
+                    0,
+                    1,
+                    2,
+                    per_page as u64 - 1,
+                    per_page as u64,
+                    total,
+                    total + 3,
+                ] {
+                    assert_eq!(
+                        table.window(home, probes),
+                        window_slot_by_slot(&table, home, probes),
+                        "pages {pages} per page {per_page} home {home} probes {probes}"
+                    );
+                }
+            }
+        }
+        let dram = Table::in_dram(10, 64, 512, 0);
+        assert_eq!(dram.window(7, 5), vec![(0, 7, 3), (0, 0, 2)]);
     }
 }
