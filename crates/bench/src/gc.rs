@@ -12,7 +12,7 @@ use kvssd_flash::{Purpose, SimTime};
 use crate::report::{BenchReport, BenchResult};
 use crate::runner::{self, RunConfig};
 use crate::workload::{Distribution, WorkloadSpec};
-use crate::ycsb::{open_target, BenchProfile};
+use crate::ycsb::{open_target, run_presets, BenchProfile};
 
 /// Overwrites per loaded key in PinK's GC experiment (100M SETs / 44M pairs).
 pub const PINK_OVERWRITES_PER_KEY: f64 = 100.0 / 44.0;
@@ -46,17 +46,34 @@ pub fn overwrite_workload() -> WorkloadSpec {
 /// Runs the stress for every preset.
 pub fn run(
     config: &GcConfig,
-    progress: &mut dyn FnMut(&str, &str, u64, u64),
+    threads: usize,
+    progress: &(dyn Fn(&str, &str, u64, u64) + Sync),
 ) -> Result<BenchReport, String> {
-    let profile = &config.profile;
+    let outcomes = run_presets(&config.presets, threads, |preset| {
+        run_preset(config, preset, progress)
+    });
     let mut report = BenchReport {
-        profile: profile.name.to_string(),
+        profile: config.profile.name.to_string(),
         simulated: true,
         seed: config.seed,
         results: Vec::new(),
+        notes: Vec::new(),
     };
-    for preset in &config.presets {
-        let mut target = open_target(profile, preset)?;
+    for outcome in outcomes {
+        report.results.push(outcome?);
+    }
+    Ok(report)
+}
+
+fn run_preset(
+    config: &GcConfig,
+    preset: &str,
+    progress: &(dyn Fn(&str, &str, u64, u64) + Sync),
+) -> Result<BenchResult, String> {
+    let profile = &config.profile;
+    {
+        let preset = preset.to_string();
+        let mut target = open_target(profile, &preset)?;
         let load = RunConfig {
             preset: preset.clone(),
             workload: WorkloadSpec::by_name("load").ok_or("the load workload is missing")?,
@@ -68,7 +85,7 @@ pub fn run(
             seed: config.seed,
             waf_sample_every: 0,
         };
-        let mut tick = |done: u64| progress(preset, "load", done, profile.records);
+        let mut tick = |done: u64| progress(&preset, "load", done, profile.records);
         let loaded = runner::run(target.as_mut(), &load, 0, &mut tick)
             .map_err(|error| format!("{preset}, load: {error}"))?;
         let before = target.counters();
@@ -80,7 +97,7 @@ pub fn run(
             waf_sample_every: (config.overwrites / 50).max(1),
             ..load
         };
-        let mut tick = |done: u64| progress(preset, "gc", done, config.overwrites);
+        let mut tick = |done: u64| progress(&preset, "gc", done, config.overwrites);
         let start: SimTime = loaded.finished_at;
         let outcome = runner::run(target.as_mut(), &stress, start, &mut tick)
             .map_err(|error| format!("{preset}, overwrites: {error}"))?;
@@ -110,7 +127,6 @@ pub fn run(
             params.insert(key, value.into());
         }
         result.params = Some(params);
-        report.results.push(result);
+        Ok(result)
     }
-    Ok(report)
 }

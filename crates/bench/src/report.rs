@@ -97,12 +97,18 @@ pub struct BenchReport {
     pub seed: u64,
     /// One entry per preset and workload, in run order.
     pub results: Vec<BenchResult>,
+    /// What the run observed about the stores (tree shape after load, ...), one line each.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl BenchReport {
     /// The terminal table.
     pub fn table(&self) -> String {
         let mut out = String::new();
+        for note in &self.notes {
+            let _ = writeln!(out, "{note}");
+        }
         let clock = if self.simulated {
             "simulated"
         } else {
@@ -491,6 +497,7 @@ mod tests {
             profile: "test".into(),
             simulated: true,
             seed: 3,
+            notes: Vec::new(),
             results: vec![
                 result("pink", "a", 10.0),
                 result("hash", "a", 5.0),
@@ -564,7 +571,7 @@ mod tests {
     #[test]
     fn report_table_lists_every_result() {
         let table = report().table();
-        assert_eq!(table.lines().count(), 2 + 3);
+        assert_eq!(table.lines().count(), 2 + 3, "{table}");
         assert!(table.contains("simulated microseconds"));
     }
 }

@@ -49,6 +49,10 @@ pub trait SimTarget {
     fn counters(&self) -> Counters;
     /// DRAM in use, by part.
     fn dram_bytes(&self) -> BTreeMap<String, u64>;
+    /// A one-line description of the store's shape (levels, pinning, cache), for the run's output.
+    fn describe(&self) -> String {
+        String::new()
+    }
     /// Store-specific counters worth reporting (GC victims, records moved, ...), by name.
     fn extra_stats(&self) -> BTreeMap<String, u64> {
         BTreeMap::new()

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use kvssd_engine::hash::{HashConfig, HashEngine, HashError, HashPreset};
 use kvssd_engine::{EngineConfig, EngineError, LsmEngine, Preset};
 use kvssd_flash::{Counters, Flash, Profile, SimTime};
 
@@ -63,9 +64,9 @@ impl BenchProfile {
             clients: 64,
             key_bytes: 32,
             value_bytes: 1024,
-            l0_bytes: 300 << 10,
+            l0_bytes: 64 << 10,
             size_factor: 10,
-            l1_entries: 2_800,
+            l1_entries: 500,
             levels_below_l0: 4,
             dram_fraction: 0.001,
         }
@@ -173,6 +174,23 @@ impl SimTarget for LsmTarget {
         self.engine.space().flash().counters()
     }
 
+    fn describe(&self) -> String {
+        let stats = self.engine.stats();
+        let entries: Vec<String> = stats
+            .levels
+            .iter()
+            .map(|level| format!("{}{}", level.entries, if level.pinned { "*" } else { "" }))
+            .collect();
+        format!(
+            "h = {} (L0 + {} levels), k = {} pinned, entries per level [{}] (* pinned), worst case {} index reads per GET",
+            stats.height,
+            stats.levels.len(),
+            stats.pinned_levels,
+            entries.join(", "),
+            stats.height.saturating_sub(stats.pinned_levels + 1)
+        )
+    }
+
     fn extra_stats(&self) -> BTreeMap<String, u64> {
         let stats = self.engine.stats();
         BTreeMap::from([
@@ -207,12 +225,117 @@ impl SimTarget for LsmTarget {
     }
 }
 
+/// The hash engine (`hash`: PinK's Hash baseline; `kaml`: KAML's in-DRAM table) as a target.
+pub struct HashTarget {
+    engine: HashEngine,
+}
+
+impl BenchProfile {
+    /// The hash engine configuration of a preset on this profile. `hash` gets the same indexing
+    /// DRAM as the LSM presets (0.1% of capacity) plus its write buffer, as PinK's baseline; `kaml`
+    /// keeps its whole table in DRAM, as KAML assumes, so its budget is sized to hold it.
+    pub fn hash_config(&self, preset: HashPreset) -> HashConfig {
+        let geometry = &self.flash.geometry;
+        let mut config = HashConfig::new(preset, geometry);
+        config.expected_key_bytes = self.key_bytes as u32;
+        config.expected_value_bytes = self.value_bytes as u32;
+        config.write_buffer_bytes = self.l0_bytes.max(1 << 20);
+        let indexing = (geometry.capacity_bytes() as f64 * self.dram_fraction) as u64;
+        config.dram_budget_bytes = match preset {
+            HashPreset::Hash => indexing + config.write_buffer_bytes,
+            // Slots of 16 bytes at load factor 0.5 after doubling, for every pair the device holds.
+            HashPreset::Kaml => {
+                let pairs = geometry.capacity_bytes() / (self.key_bytes + self.value_bytes) as u64;
+                pairs * 16 * 4 + config.write_buffer_bytes
+            }
+        };
+        config
+    }
+}
+
+impl HashTarget {
+    /// A fresh device of `profile` with a hash engine of `preset`.
+    pub fn open(profile: &BenchProfile, preset: HashPreset) -> Result<HashTarget, HashError> {
+        let flash = Flash::new(profile.flash.geometry, Some(profile.flash.timing.clone()))
+            .map_err(|error| HashError::Engine(error.into()))?;
+        let engine = HashEngine::open(flash, profile.hash_config(preset))?;
+        Ok(HashTarget { engine })
+    }
+}
+
+impl SimTarget for HashTarget {
+    fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime, TargetError> {
+        self.engine
+            .put(at, key, value)
+            .map_err(|error| TargetError::Failed(error.to_string()))
+    }
+
+    fn get(&mut self, at: SimTime, key: &[u8]) -> Result<(Option<Vec<u8>>, SimTime), TargetError> {
+        self.engine
+            .get(at, key)
+            .map_err(|error| TargetError::Failed(error.to_string()))
+    }
+
+    fn scan(
+        &mut self,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(usize, SimTime), TargetError> {
+        match self.engine.scan(at, start, count) {
+            Ok((pairs, done)) => Ok((pairs.len(), done)),
+            Err(HashError::Unsupported { .. }) => Err(TargetError::Unsupported(
+                "a hash index keeps no key order".into(),
+            )),
+            Err(error) => Err(TargetError::Failed(error.to_string())),
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        self.engine.space().flash().counters()
+    }
+
+    fn dram_bytes(&self) -> BTreeMap<String, u64> {
+        let usage = self.engine.dram_usage();
+        BTreeMap::from([
+            ("write_buffer".to_string(), usage.write_buffer),
+            ("bucket_directory".to_string(), usage.bucket_directory),
+            ("bucket_cache".to_string(), usage.bucket_cache),
+            ("table".to_string(), usage.table),
+        ])
+    }
+
+    fn extra_stats(&self) -> BTreeMap<String, u64> {
+        let stats = self.engine.stats();
+        BTreeMap::from([
+            ("cache_hits".to_string(), stats.cache_hits),
+            ("cache_misses".to_string(), stats.cache_misses),
+            ("bucket_write_backs".to_string(), stats.bucket_write_backs),
+            ("gc_meta_victims".to_string(), stats.gc_meta_victims),
+            ("gc_data_victims".to_string(), stats.gc_data_victims),
+            (
+                "gc_records_rewritten".to_string(),
+                stats.gc_records_rewritten,
+            ),
+            (
+                "gc_bucket_pages_moved".to_string(),
+                stats.gc_bucket_pages_moved,
+            ),
+        ])
+    }
+}
+
 /// `pink` with GC that rewrites moved records' meta segments instead of re-inserting them into L0:
 /// PinK without its GC optimisation (PinK §4.5, "PinK" against "PinK+GCOPT" in Fig. 12).
 pub const PINK_GC_REWRITE: &str = "pink-gcrewrite";
 
 /// Builds the target of a preset name on a fresh device of `profile`.
 pub fn open_target(profile: &BenchProfile, preset: &str) -> Result<Box<dyn SimTarget>, String> {
+    if let Ok(hash) = preset.parse::<HashPreset>() {
+        return HashTarget::open(profile, hash)
+            .map(|target| Box::new(target) as Box<dyn SimTarget>)
+            .map_err(|error| format!("cannot open a {preset} device: {error}"));
+    }
     let (parsed, rewrite) = if preset == PINK_GC_REWRITE {
         (Preset::Pink, true)
     } else {
@@ -234,6 +357,7 @@ pub fn open_target(profile: &BenchProfile, preset: &str) -> Result<Box<dyn SimTa
 pub fn preset_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Preset::ALL.iter().map(|preset| preset.name()).collect();
     names.push(PINK_GC_REWRITE);
+    names.extend(HashPreset::ALL.iter().map(|preset| preset.name()));
     names
 }
 
@@ -250,61 +374,123 @@ pub struct YcsbConfig {
     pub seed: u64,
 }
 
-/// Progress callback: (preset, workload, requests done, requests in the phase).
-pub type YcsbProgress<'a> = &'a mut dyn FnMut(&str, &str, u64, u64);
+/// Progress callback: (preset, workload, requests done, requests in the phase). Called from the
+/// threads that run the presets.
+pub type YcsbProgress<'a> = &'a (dyn Fn(&str, &str, u64, u64) + Sync);
 
-/// Runs every preset through Load and the workloads; returns the report.
-pub fn run(config: &YcsbConfig, progress: YcsbProgress<'_>) -> Result<BenchReport, String> {
-    let profile = &config.profile;
+/// Runs every preset through Load and the workloads, `threads` presets at a time (each preset is a
+/// separate simulated device and a pure function of the configuration, so running them side by side
+/// changes no figure); returns the report with results in preset order.
+pub fn run(
+    config: &YcsbConfig,
+    threads: usize,
+    progress: YcsbProgress<'_>,
+) -> Result<BenchReport, String> {
+    let outcomes = run_presets(&config.presets, threads, |preset| {
+        run_preset(config, preset, progress)
+    });
     let mut report = BenchReport {
-        profile: profile.name.to_string(),
+        profile: config.profile.name.to_string(),
         simulated: true,
         seed: config.seed,
         results: Vec::new(),
+        notes: Vec::new(),
     };
-    for preset in &config.presets {
-        let mut target = open_target(profile, preset)?;
-        let mut clock: SimTime = 0;
-        let mut keys = 0u64;
-        let load = WorkloadSpec::by_name("load").ok_or("the load workload is missing")?;
-        let mut phases = vec![load];
-        phases.extend(
-            config
-                .workloads
-                .iter()
-                .filter(|spec| spec.name != "load")
-                .cloned(),
-        );
-        let report_load = config.workloads.iter().any(|spec| spec.name == "load");
-        for (index, spec) in phases.into_iter().enumerate() {
-            let operations = if spec.name == "load" {
-                profile.records
-            } else {
-                profile.operations
-            };
-            let run_config = RunConfig {
-                preset: preset.clone(),
-                workload: spec.clone(),
-                loaded: keys,
-                operations,
-                clients: profile.clients,
-                key_bytes: profile.key_bytes,
-                value_bytes: profile.value_bytes,
-                // Identical streams for every preset; a different stream per phase.
-                seed: config.seed.wrapping_add(index as u64),
-                waf_sample_every: 0,
-            };
-            let mut tick = |done: u64| progress(preset, spec.name, done, operations);
-            let outcome = runner::run(target.as_mut(), &run_config, clock, &mut tick)
-                .map_err(|error| format!("{preset}, workload {}: {error}", spec.name))?;
-            clock = outcome.finished_at;
-            keys = outcome.keys;
-            if spec.name != "load" || report_load {
-                report.results.push(outcome.result);
+    for outcome in outcomes {
+        let (results, notes) = outcome?;
+        report.results.extend(results);
+        report.notes.extend(notes);
+    }
+    Ok(report)
+}
+
+/// Runs `work` for every preset on up to `threads` threads; results in preset order.
+pub fn run_presets<T: Send>(
+    presets: &[String],
+    threads: usize,
+    work: impl Fn(&str) -> T + Sync,
+) -> Vec<T> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let slots: Vec<std::sync::Mutex<Option<T>>> = presets
+        .iter()
+        .map(|_| std::sync::Mutex::new(None))
+        .collect();
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, presets.len().max(1)) {
+            scope.spawn(|| loop {
+                let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(preset) = presets.get(index) else {
+                    break;
+                };
+                let outcome = work(preset);
+                if let Ok(mut slot) = slots[index].lock() {
+                    *slot = Some(outcome);
+                }
+            });
+        }
+    });
+    slots
+        .into_iter()
+        .filter_map(|slot| slot.into_inner().ok().flatten())
+        .collect()
+}
+
+/// Load and the workloads for one preset: its results and notes.
+fn run_preset(
+    config: &YcsbConfig,
+    preset: &str,
+    progress: YcsbProgress<'_>,
+) -> Result<(Vec<BenchResult>, Vec<String>), String> {
+    let profile = &config.profile;
+    let mut results = Vec::new();
+    let mut notes = Vec::new();
+    let mut target = open_target(profile, preset)?;
+    let mut clock: SimTime = 0;
+    let mut keys = 0u64;
+    let load = WorkloadSpec::by_name("load").ok_or("the load workload is missing")?;
+    let mut phases = vec![load];
+    phases.extend(
+        config
+            .workloads
+            .iter()
+            .filter(|spec| spec.name != "load")
+            .cloned(),
+    );
+    let report_load = config.workloads.iter().any(|spec| spec.name == "load");
+    for (index, spec) in phases.into_iter().enumerate() {
+        let operations = if spec.name == "load" {
+            profile.records
+        } else {
+            profile.operations
+        };
+        let run_config = RunConfig {
+            preset: preset.to_string(),
+            workload: spec.clone(),
+            loaded: keys,
+            operations,
+            clients: profile.clients,
+            key_bytes: profile.key_bytes,
+            value_bytes: profile.value_bytes,
+            // Identical streams for every preset; a different stream per phase.
+            seed: config.seed.wrapping_add(index as u64),
+            waf_sample_every: 0,
+        };
+        let mut tick = |done: u64| progress(preset, spec.name, done, operations);
+        let outcome = runner::run(target.as_mut(), &run_config, clock, &mut tick)
+            .map_err(|error| format!("{preset}, workload {}: {error}", spec.name))?;
+        clock = outcome.finished_at;
+        keys = outcome.keys;
+        if spec.name != "load" || report_load {
+            results.push(outcome.result);
+        }
+        if spec.name == "load" {
+            let shape = target.describe();
+            if !shape.is_empty() {
+                notes.push(format!("{preset} after load: {shape}"));
             }
         }
     }
-    Ok(report)
+    Ok((results, notes))
 }
 
 /// The results of one preset, for tests and summaries.

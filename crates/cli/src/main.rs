@@ -32,9 +32,9 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum BenchCommand {
     /// YCSB Load and A-F, as PinK's evaluation runs them, side by side on identical fresh devices.
-    Ycsb(YcsbArgs),
+    Ycsb(Box<YcsbArgs>),
     /// GC stress (PinK §5.2): load, then uniformly random overwrites; write amplification over time.
-    Gc(GcArgs),
+    Gc(Box<GcArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -67,6 +67,9 @@ struct GcArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Presets simulated at once, each on its own thread (figures do not depend on it).
+    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
+    threads: usize,
 }
 
 #[derive(Debug, Args)]
@@ -101,6 +104,9 @@ struct YcsbArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// Presets simulated at once, each on its own thread (figures do not depend on it).
+    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
+    threads: usize,
 }
 
 #[derive(Debug, Args)]
@@ -166,6 +172,13 @@ fn parse_bench_profile(name: &str) -> Result<kvssd_bench::ycsb::BenchProfile, St
     })
 }
 
+fn parse_threads(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(threads) if (1..=256).contains(&threads) => Ok(threads),
+        _ => Err("must be a whole number from 1 to 256".into()),
+    }
+}
+
 fn parse_pattern(name: &str) -> Result<Pattern, String> {
     Pattern::by_name(name).ok_or_else(|| {
         format!(
@@ -214,8 +227,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::FlashBench(args) => run_flash_bench(args),
         Command::SimSpeed(args) => run_sim_speed(args),
-        Command::Bench(BenchCommand::Ycsb(args)) => run_ycsb(args),
-        Command::Bench(BenchCommand::Gc(args)) => run_gc(args),
+        Command::Bench(BenchCommand::Ycsb(args)) => run_ycsb(*args),
+        Command::Bench(BenchCommand::Gc(args)) => run_gc(*args),
     }
 }
 
@@ -364,20 +377,12 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
         workload_names.join(","),
         config.seed
     );
-    let bar = progress_bar(args.quiet);
-    let mut phase = String::new();
+    let bars = PresetBars::new(&config.presets, args.quiet);
     let started = std::time::Instant::now();
-    let result = ycsb::run(&config, &mut |preset, workload, done, total| {
-        let name = format!("{preset} {workload}");
-        if name != phase {
-            phase = name.clone();
-            bar.set_prefix(name);
-            bar.reset();
-            bar.set_length(total);
-        }
-        bar.set_position(done);
+    let result = ycsb::run(&config, args.threads, &|preset, workload, done, total| {
+        bars.update(preset, workload, done, total)
     });
-    bar.finish_and_clear();
+    bars.finish();
     let report = match result {
         Ok(report) => report,
         Err(error) => {
@@ -393,20 +398,59 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
     )
 }
 
-fn progress_bar(quiet: bool) -> indicatif::ProgressBar {
-    let bar = if quiet {
-        indicatif::ProgressBar::hidden()
-    } else {
-        indicatif::ProgressBar::new(0)
-    };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{prefix:>22} [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})",
+/// One progress bar per preset, each naming the workload it is in.
+struct PresetBars {
+    bars: std::collections::HashMap<String, indicatif::ProgressBar>,
+    _multi: indicatif::MultiProgress,
+}
+
+impl PresetBars {
+    fn new(presets: &[String], quiet: bool) -> PresetBars {
+        let multi = indicatif::MultiProgress::new();
+        if quiet {
+            multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let style = indicatif::ProgressStyle::with_template(
+            "{prefix:>24} [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})",
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    bar
+        .progress_chars("=> ");
+        let bars = presets
+            .iter()
+            .map(|preset| {
+                let bar = multi.add(indicatif::ProgressBar::new(0));
+                bar.set_style(style.clone());
+                bar.set_prefix(format!("{preset} (waiting)"));
+                (preset.clone(), bar)
+            })
+            .collect();
+        PresetBars {
+            bars,
+            _multi: multi,
+        }
+    }
+
+    fn update(&self, preset: &str, workload: &str, done: u64, total: u64) {
+        if let Some(bar) = self.bars.get(preset) {
+            let prefix = format!("{preset} {workload}");
+            if bar.prefix() != prefix {
+                bar.set_prefix(prefix);
+                bar.reset();
+                bar.set_length(total);
+            }
+            bar.set_position(done);
+        }
+    }
+
+    fn finish(&self) {
+        for bar in self.bars.values() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 fn run_gc(args: GcArgs) -> ExitCode {
@@ -445,20 +489,12 @@ fn run_gc(args: GcArgs) -> ExitCode {
         config.presets.join(","),
         config.seed
     );
-    let bar = progress_bar(args.quiet);
-    let mut phase = String::new();
+    let bars = PresetBars::new(&config.presets, args.quiet);
     let started = std::time::Instant::now();
-    let result = gc::run(&config, &mut |preset, workload, done, total| {
-        let name = format!("{preset} {workload}");
-        if name != phase {
-            phase = name.clone();
-            bar.set_prefix(name);
-            bar.reset();
-            bar.set_length(total);
-        }
-        bar.set_position(done);
+    let result = gc::run(&config, args.threads, &|preset, workload, done, total| {
+        bars.update(preset, workload, done, total)
     });
-    bar.finish_and_clear();
+    bars.finish();
     let report = match result {
         Ok(report) => report,
         Err(error) => {
