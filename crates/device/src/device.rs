@@ -35,6 +35,22 @@ pub struct DeviceConfig {
     pub namespaces_max: usize,
     /// Most operations in one batch.
     pub batch_operations_max: usize,
+    /// How acknowledged writes survive power loss (see [`Durability`]).
+    pub durability: Durability,
+    /// With a write-ahead log: a checkpoint (which trims the log) is written once the log holds
+    /// this many blocks, besides after every flush, compaction and GC.
+    pub checkpoint_log_blocks: usize,
+}
+
+/// How a device keeps acknowledged writes across power loss.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Nothing is written for durability; the device starts from an erased array at every open
+    /// (benchmarks, and the papers' capacitor assumption when power never fails).
+    Volatile,
+    /// Write-ahead log with checkpoints; recovery = newest checkpoint + log replay. The only mode
+    /// on file media.
+    WriteAheadLog(crate::durability::SyncPolicy),
 }
 
 impl DeviceConfig {
@@ -64,29 +80,31 @@ impl DeviceConfig {
             iterators_open_max: ITERATORS_OPEN_MAX,
             namespaces_max: NAMESPACES_MAX,
             batch_operations_max: BATCH_OPERATIONS_MAX,
+            durability: Durability::Volatile,
+            checkpoint_log_blocks: 2,
         }
     }
 }
 
 /// The index of a namespace. Adding an engine kind means adding a variant and its arms here.
-enum NamespaceEngine {
+pub(crate) enum NamespaceEngine {
     /// `pink`, `pink-noopt`, `pink-range`, `lightstore`.
     Lsm(LsmTree),
 }
 
-struct Namespace {
-    spec: NamespaceSpec,
-    engine: NamespaceEngine,
+pub(crate) struct Namespace {
+    pub(crate) spec: NamespaceSpec,
+    pub(crate) engine: NamespaceEngine,
 }
 
 impl Namespace {
-    fn lsm(&mut self) -> &mut LsmTree {
+    pub(crate) fn lsm(&mut self) -> &mut LsmTree {
         match &mut self.engine {
             NamespaceEngine::Lsm(tree) => tree,
         }
     }
 
-    fn lsm_ref(&self) -> &LsmTree {
+    pub(crate) fn lsm_ref(&self) -> &LsmTree {
         match &self.engine {
             NamespaceEngine::Lsm(tree) => tree,
         }
@@ -101,17 +119,22 @@ struct OpenIterator {
 }
 
 /// Everything behind the device's lock.
-struct Core {
-    space: Space,
-    config: DeviceConfig,
-    value_bytes_max: usize,
-    namespaces: BTreeMap<u32, Namespace>,
-    next_namespace: u32,
+pub(crate) struct Core {
+    pub(crate) space: Space,
+    pub(crate) config: DeviceConfig,
+    pub(crate) value_bytes_max: usize,
+    pub(crate) namespaces: BTreeMap<u32, Namespace>,
+    pub(crate) next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
     next_iterator: u64,
     /// Iterators closed because their namespace was deleted (so `next` can say why).
     orphaned: BTreeSet<u64>,
     device_gc_victims: u64,
+    /// The durable structures, with a write-ahead log (shared with the space layer's erase hook).
+    pub(crate) journal: Option<std::sync::Arc<Mutex<crate::durability::journal::Journal>>>,
+    /// Sum of the trees' activity counts at the last checkpoint.
+    pub(crate) activity_at_checkpoint: u64,
+    pub(crate) recovery: Option<crate::durability::RecoveryReport>,
 }
 
 /// A key-value SSD: namespaces of different engines sharing one flash array, the command set of
@@ -129,7 +152,31 @@ struct Core {
 /// occupies dies, channels and controller cores. Callers driving simulated time from several
 /// threads must issue commands in non-decreasing simulated time (the flash model's rule).
 pub struct Device {
-    core: Mutex<Core>,
+    pub(crate) core: Mutex<Core>,
+}
+
+impl Core {
+    /// A core over a space, with no namespace and no durability.
+    pub(crate) fn new(space: Space, config: DeviceConfig) -> Core {
+        let value_bytes_max = config
+            .engine
+            .value_bytes_max(space.geometry())
+            .min(VALUE_BYTES_MAX);
+        Core {
+            space,
+            config,
+            value_bytes_max,
+            namespaces: BTreeMap::new(),
+            next_namespace: 1,
+            iterators: BTreeMap::new(),
+            next_iterator: 1,
+            orphaned: BTreeSet::new(),
+            device_gc_victims: 0,
+            journal: None,
+            activity_at_checkpoint: 0,
+            recovery: None,
+        }
+    }
 }
 
 fn check_key(key: &[u8]) -> Result<()> {
@@ -148,29 +195,21 @@ fn check_bound(key: &[u8]) -> Result<()> {
 }
 
 impl Device {
-    /// A device over a fully erased flash array, with no namespace.
+    /// A device over a flash array. [`Durability::Volatile`]: the array must be fully erased and
+    /// the device starts with no namespace. With a write-ahead log: a blank array is formatted; an
+    /// array holding a device is recovered (newest checkpoint, then log replay; see
+    /// [`Device::recovery_report`]); anything else is a typed error naming what is wrong.
     pub fn open(flash: Flash, config: DeviceConfig) -> Result<Device> {
+        if config.durability != Durability::Volatile {
+            return crate::durability::open::open_durable(flash, config);
+        }
         let space = Space::open(flash, config.space.clone())?;
-        let value_bytes_max = config
-            .engine
-            .value_bytes_max(space.geometry())
-            .min(VALUE_BYTES_MAX);
         Ok(Device {
-            core: Mutex::new(Core {
-                space,
-                config,
-                value_bytes_max,
-                namespaces: BTreeMap::new(),
-                next_namespace: 1,
-                iterators: BTreeMap::new(),
-                next_iterator: 1,
-                orphaned: BTreeSet::new(),
-                device_gc_victims: 0,
-            }),
+            core: Mutex::new(Core::new(space, config)),
         })
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, Core>> {
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, Core>> {
         self.core.lock().map_err(|_| DeviceError::Poisoned)
     }
 
@@ -317,7 +356,7 @@ impl Core {
         Ok(())
     }
 
-    fn create_namespace(&mut self, spec: NamespaceSpec) -> Result<NamespaceId> {
+    pub(crate) fn create_namespace(&mut self, spec: NamespaceSpec) -> Result<NamespaceId> {
         if self.namespaces.len() >= self.config.namespaces_max {
             return Err(DeviceError::NamespacesExhausted {
                 max: self.config.namespaces_max,
@@ -346,11 +385,12 @@ impl Core {
         self.space
             .set_namespace_logs(id, &logs)
             .map_err(|error| DeviceError::NamespaceSpec(error.to_string()))?;
-        self.next_namespace += 1;
         let spec = NamespaceSpec {
             logs: Some(logs),
             ..spec
         };
+        self.log_namespace_created(id, &spec)?;
+        self.next_namespace += 1;
         self.namespaces.insert(
             id,
             Namespace {
@@ -358,6 +398,7 @@ impl Core {
                 engine: NamespaceEngine::Lsm(tree),
             },
         );
+        self.checkpoint_if_durable()?;
         Ok(NamespaceId(id))
     }
 
@@ -377,8 +418,11 @@ impl Core {
                 self.orphaned.insert(iterator);
             }
         }
+        let t = self.log_namespace_deleted(at, id.0)?;
         self.namespaces.remove(&id.0);
-        Ok(self.space.release_namespace(at, id.0)?)
+        // With a log: a checkpoint without the namespace is durable before its blocks are erased.
+        self.checkpoint_if_durable()?;
+        Ok(self.space.release_namespace(t, id.0)?)
     }
 
     fn list_namespaces(&self) -> Vec<NamespaceInfo> {
@@ -469,6 +513,15 @@ impl Core {
         value: &[u8],
         mode: StoreMode,
     ) -> Result<SimTime> {
+        if self.journal.is_some() {
+            let operation = BatchOp::Store {
+                namespace: id,
+                key: key.to_vec(),
+                value: value.to_vec(),
+                mode,
+            };
+            return self.logged_single(at, operation);
+        }
         check_key(key)?;
         self.check_value(value)?;
         self.namespace(id)?;
@@ -507,7 +560,7 @@ impl Core {
 
     /// Collects victims of any namespace while free blocks are below the device-wide threshold
     /// (or, when `eager`, while any namespace offers one and the pool is below twice that).
-    fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
+    pub(crate) fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
         let mut t = at;
         let target = if eager {
             2 * self.config.gc_threshold_blocks
@@ -577,6 +630,13 @@ impl Core {
     }
 
     fn delete(&mut self, at: SimTime, id: NamespaceId, key: &[u8]) -> Result<SimTime> {
+        if self.journal.is_some() {
+            let operation = BatchOp::Delete {
+                namespace: id,
+                key: key.to_vec(),
+            };
+            return self.logged_single(at, operation);
+        }
         check_key(key)?;
         let space = &mut self.space;
         let tree = match self.namespaces.get_mut(&id.0) {
@@ -620,7 +680,7 @@ impl Core {
         Ok((answers, t))
     }
 
-    fn batch(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
+    pub(crate) fn batch(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
         let refuse = |index: usize, error: DeviceError| DeviceError::BatchOperation {
             index,
             source: Box::new(error),
@@ -732,6 +792,9 @@ impl Core {
                 .map_err(|e| refuse(index, e.into()))?;
             staged_device += footprint;
         }
+        // The record is durable (as the sync policy says) before anything is applied; from here
+        // on nothing can refuse the batch.
+        t = self.log_operations(t, operations)?;
         // 5. Apply: staging into L0 cannot fail.
         for operation in operations {
             let (namespace, key, value) = match operation {
@@ -754,7 +817,8 @@ impl Core {
                 t = found.lsm().settle(space, t)?;
             }
         }
-        self.device_gc(t, false)
+        let t = self.device_gc(t, false)?;
+        self.after_logged_command(t)
     }
 
     fn iter_open(

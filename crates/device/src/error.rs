@@ -111,6 +111,27 @@ pub enum DeviceError {
     /// The engine failed (flash or malformed data).
     #[error(transparent)]
     Engine(EngineError),
+    /// The flash holds no kvssd superblock (a foreign or unformatted image).
+    #[error("not a kvssd device: no superblock copy found (format it first)")]
+    NotADevice,
+    /// The superblock is unreadable or of an incompatible version.
+    #[error("superblock: {0}")]
+    Superblock(#[from] crate::durability::superblock::SuperblockError),
+    /// The superblock's root record does not decode.
+    #[error("superblock root record is corrupt: {0}")]
+    RootCorrupt(String),
+    /// The checkpoint the superblock names is unreadable, corrupt or of an incompatible version.
+    #[error("checkpoint is unusable: {0}")]
+    CheckpointCorrupt(String),
+    /// A log record passed its checksum but does not decode (a foreign or incompatible log).
+    #[error("write-ahead log is corrupt: {0}")]
+    LogCorrupt(String),
+    /// The image was written under another durability mode than the one asked for.
+    #[error("durability mode mismatch: {0}")]
+    ModeMismatch(String),
+    /// A recovered state could not be rebuilt.
+    #[error("recovery failed: {0}")]
+    Recovery(String),
     /// The space layer failed.
     #[error(transparent)]
     Space(#[from] SpaceError),

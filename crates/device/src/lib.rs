@@ -53,12 +53,14 @@
 //! device.iter_close(iterator).unwrap();
 //! ```
 
+pub mod crash;
 mod device;
 pub mod durability;
 mod error;
 mod types;
 
-pub use device::{supports_iterators, Device, DeviceConfig, Result};
+pub use device::{supports_iterators, Device, DeviceConfig, Durability, Result};
+pub use durability::{RecoveryReport, SyncPolicy};
 pub use error::DeviceError;
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,

@@ -48,6 +48,9 @@ pub enum EngineError {
         /// What is wrong.
         what: &'static str,
     },
+    /// A saved index state (checkpoint part) does not decode: damaged, or from another format.
+    #[error("index checkpoint is malformed: {0}")]
+    CheckpointMalformed(&'static str),
     /// A flash operation failed.
     #[error(transparent)]
     Flash(#[from] FlashError),

@@ -18,6 +18,7 @@
 //!
 //! Byte layouts are in `docs/design-engine.md` ("Data pages and their OOB").
 
+mod durable;
 mod layout;
 mod pointer;
 
@@ -25,6 +26,7 @@ use std::collections::BTreeMap;
 
 use kvssd_flash::{BlockAddress, Flash, FlashError, Geometry, PageAddress, Purpose, SimTime};
 
+pub use durable::{EraseHook, Part, OOB_KIND_SYSTEM, SYSTEM_OWNER};
 pub use layout::{
     RecordHeader, LARGE_HEADER_BYTES, OOB_KIND_DATA, OOB_KIND_LARGE, OOB_KIND_META,
     RECORD_HEADER_BYTES,
@@ -166,6 +168,8 @@ pub struct SpaceStats {
 enum BlockUse {
     Free,
     Used(Stream),
+    /// Held by the durability layer (log, checkpoints, superblock): never a GC victim.
+    System,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -258,11 +262,18 @@ pub struct Space {
     allocations: u64,
     valid_bytes_total: u64,
     stats: SpaceStats,
+    durable: durable::DurableState,
 }
 
 impl Space {
     /// Takes over a fully erased flash array.
-    pub fn open(flash: Flash, mut config: SpaceConfig) -> Result<Space> {
+    pub fn open(flash: Flash, config: SpaceConfig) -> Result<Space> {
+        Space::build(flash, config, true)
+    }
+
+    /// Checks the configuration against the geometry and sets up an empty layer (every block free);
+    /// with `require_erased`, refuses a flash array with any programmed page.
+    fn build(flash: Flash, mut config: SpaceConfig, require_erased: bool) -> Result<Space> {
         let geometry = *flash.geometry();
         config.logs = config.logs.clamp(1, geometry.dies());
         let chunk = config.chunk_bytes;
@@ -313,7 +324,7 @@ impl Space {
         let mut free_count = 0;
         for index in 0..geometry.blocks_total() {
             let address = geometry.block_at(index);
-            if flash.programmed_pages(address)? != 0 {
+            if require_erased && flash.programmed_pages(address)? != 0 {
                 return Err(SpaceError::Config(format!(
                     "{address} is not erased: the space layer takes over an erased array"
                 )));
@@ -337,6 +348,7 @@ impl Space {
             allocations: 0,
             valid_bytes_total: 0,
             stats: SpaceStats::default(),
+            durable: durable::DurableState::default(),
         })
     }
 
@@ -778,9 +790,8 @@ impl Space {
         purpose: Purpose,
     ) -> Result<(Vec<u8>, SimTime)> {
         let mut data = vec![0u8; self.geometry.page_bytes as usize];
-        let read = self
-            .flash
-            .read(at, self.page_address(page)?, purpose, &mut data, &mut [])?;
+        let address = self.page_address(page)?;
+        let read = self.read_retrying(at, address, purpose, &mut data, &mut [])?;
         Ok((data, read.done_at))
     }
 
@@ -1203,9 +1214,7 @@ impl Space {
         for page_in_block in 0..per_block {
             let page = PageIndex(block * per_block + page_in_block);
             let address = self.page_address(page)?;
-            let read = self
-                .flash
-                .read(at, address, Purpose::Gc, &mut data, &mut oob)?;
+            let read = self.read_retrying(at, address, Purpose::Gc, &mut data, &mut oob)?;
             done = done.max(read.done_at);
             match (stream, oob[0]) {
                 (Stream::Meta, OOB_KIND_META) => meta.push((page, data.clone())),
@@ -1289,6 +1298,9 @@ impl Space {
             !self.is_protected(block),
             "block {block} holds pages a live snapshot can reach"
         );
+        // A durable checkpoint may still reach a block allocated before it: write a newer one
+        // first (the index published its state without this block).
+        let at = self.before_erase(at, block)?;
         let usage = self.blocks[block as usize].usage;
         let owner = self.blocks[block as usize].owner;
         let address = self.block_address(block);
@@ -1296,7 +1308,7 @@ impl Space {
         match usage {
             BlockUse::Used(Stream::Meta) => self.stats.gc_meta_victims += 1,
             BlockUse::Used(Stream::Data) => self.stats.gc_data_victims += 1,
-            BlockUse::Free => {}
+            BlockUse::Free | BlockUse::System => {}
         }
         let valid = self.blocks[block as usize].valid_bytes;
         self.sub_valid(block, valid);

@@ -4,6 +4,16 @@
 //!   finds every complete record and stops cleanly at a torn or unwritten tail.
 //! * [`superblock`]: the root of the durable state, written alternately into two slots with a
 //!   sequence number and a checksum, so a cut during an update leaves the previous copy valid.
+//! * [`wal`]: the log records (one per command or batch) and [`checkpoint`]: checkpoints and the
+//!   superblock's root record; [`recovery`]: reading them back, with the [`RecoveryReport`].
 
+pub mod checkpoint;
+pub(crate) mod journal;
 pub mod log;
+pub(crate) mod open;
+pub mod recovery;
 pub mod superblock;
+pub mod wal;
+
+pub use journal::{SyncPolicy, SUPERBLOCK_BLOCKS};
+pub use recovery::RecoveryReport;

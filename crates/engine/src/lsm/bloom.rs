@@ -32,6 +32,32 @@ fn hash(key: &[u8]) -> u64 {
 }
 
 impl Bloom {
+    /// The filter as bytes (checkpoints): bit count, hashes, keys, then the bit words.
+    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.bit_count.to_le_bytes());
+        out.extend_from_slice(&self.hashes.to_le_bytes());
+        out.extend_from_slice(&self.keys.to_le_bytes());
+        for word in &self.bits {
+            out.extend_from_slice(&word.to_le_bytes());
+        }
+    }
+
+    /// A filter from its parts as [`Bloom::encode`] wrote them; `None` if they do not agree.
+    pub(crate) fn from_parts(
+        bit_count: u64,
+        hashes: u32,
+        keys: u64,
+        bits: Vec<u64>,
+    ) -> Option<Bloom> {
+        (bit_count > 0 && bits.len() as u64 == bit_count.div_ceil(64) && (1..=16).contains(&hashes))
+            .then_some(Bloom {
+                bits,
+                bit_count,
+                hashes,
+                keys,
+            })
+    }
+
     /// A filter over `keys` with `bits_per_key` bits each (at least 64 bits in all).
     pub(crate) fn build<'a>(
         keys: impl ExactSizeIterator<Item = &'a [u8]>,

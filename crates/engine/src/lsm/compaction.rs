@@ -234,7 +234,7 @@ impl LsmTree {
     }
 
     /// Recomputes the range pointers into and out of level `index`.
-    fn relink(&mut self, index: usize) {
+    pub(super) fn relink(&mut self, index: usize) {
         if !self.features.range_pointers {
             return;
         }

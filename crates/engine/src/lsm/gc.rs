@@ -142,6 +142,12 @@ impl LsmTree {
             }
         }
         t = self.charge(space, t);
+        // The durability layer checkpoints before erasing a block a checkpoint may reach: publish
+        // the index as it is now, without the victim, so that checkpoint cannot reach it either.
+        if space.wants_parts() {
+            let state = self.durable_state();
+            space.publish_part(self.config.namespace, state);
+        }
         Ok(space.erase_victim(t, victim)?)
     }
 

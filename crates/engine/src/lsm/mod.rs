@@ -20,6 +20,7 @@
 
 pub(crate) mod bloom;
 mod compaction;
+mod durable;
 mod gc;
 pub(crate) mod level;
 pub(crate) mod segment;

@@ -1,0 +1,539 @@
+//! The crash harness: a seeded workload on simulated flash, power cut after flash operation N,
+//! recovery, and a check against a model of what was acknowledged and what was in flight.
+//!
+//! The workload (stores, deletes, batches across namespaces, namespace create and delete,
+//! iterators) is a pure function of the seed. A dry run counts its flash operations; a pass then
+//! cuts power after each of them (or a seeded sample) with torn in-flight programs, injects bit
+//! flips on every read after the cut, reopens the device (recovery) and checks:
+//!
+//! * every acknowledged store, delete and batch is there (nothing acknowledged is lost);
+//! * the command in flight at the cut is either wholly applied or not at all (a batch is never
+//!   half-applied);
+//! * no deleted namespace or key comes back, and no key appears that was never written (a full scan
+//!   of every namespace sees exactly the model's keys).
+//!
+//! A failure names its seed, preset and crash point, and the `kvssd crash-test` command that
+//! replays it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kvssd_engine::Preset;
+use kvssd_flash::{FaultConfig, Flash, Profile, SimTime};
+
+use crate::{
+    BatchOp, Device, DeviceConfig, DeviceError, Durability, IterOptions, IterStart, NamespaceId,
+    NamespaceSpec, StoreMode, SyncPolicy,
+};
+
+/// One crash pass's settings.
+#[derive(Debug, Clone)]
+pub struct CrashConfig {
+    /// Seed of workload and faults.
+    pub seed: u64,
+    /// Engine preset of the workload's namespaces.
+    pub preset: Preset,
+    /// Commands in the workload.
+    pub commands: usize,
+    /// Probability that a program in flight at the cut leaves a torn page.
+    pub torn_program_probability: f64,
+    /// Probability that a read after the cut flips a bit.
+    pub bit_flip_probability: f64,
+}
+
+impl CrashConfig {
+    /// The CI workload for a preset: small enough to cut at every flash operation.
+    pub fn small(seed: u64, preset: Preset) -> CrashConfig {
+        CrashConfig {
+            seed,
+            preset,
+            commands: 150,
+            torn_program_probability: 1.0 / 3.0,
+            bit_flip_probability: 0.01,
+        }
+    }
+}
+
+/// Which crash points a pass runs.
+#[derive(Debug, Clone, Copy)]
+pub enum CrashPoints {
+    /// After every flash operation of the workload.
+    All,
+    /// A seeded sample of this many.
+    Sample(u64),
+}
+
+/// What a pass found.
+#[derive(Debug, Clone, Default)]
+pub struct CrashOutcome {
+    /// Flash operations of the whole workload (dry run).
+    pub workload_operations: u64,
+    /// Crash points run.
+    pub crash_points: u64,
+    /// Crash points after which recovery and every check passed.
+    pub survived: u64,
+    /// Failures, each with its seed and replay command.
+    pub failures: Vec<String>,
+    /// Log records replayed, summed over the points.
+    pub records_replayed: u64,
+    /// Largest simulated recovery time, in nanoseconds.
+    pub recovery_simulated_ns_max: u64,
+    /// Sum of simulated recovery times, in nanoseconds.
+    pub recovery_simulated_ns_total: u64,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        // SplitMix64.
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+}
+
+/// A command of the workload, in model terms (namespaces by slot: 0 always exists, 1 comes and
+/// goes).
+#[derive(Debug, Clone)]
+enum Command {
+    Store(usize, Vec<u8>, Vec<u8>),
+    Delete(usize, Vec<u8>),
+    Batch(Vec<(usize, Vec<u8>, Option<Vec<u8>>)>),
+    CreateFirst,
+    CreateSecond,
+    DeleteSecond,
+    Scan(usize),
+}
+
+fn workload(config: &CrashConfig) -> Vec<Command> {
+    let mut rng = Rng(config.seed ^ 0x6b76_7373_6463_7261);
+    let mut second = false;
+    let key = |rng: &mut Rng| format!("key{:03}", rng.below(24)).into_bytes();
+    let mut commands = Vec::with_capacity(config.commands);
+    for index in 0..config.commands {
+        let value = |rng: &mut Rng| {
+            let len = 1 + rng.below(90) as usize;
+            let mut value = format!("v{index}:").into_bytes();
+            value.extend((0..len).map(|_| b'a' + rng.below(26) as u8));
+            value
+        };
+        let slot = |rng: &mut Rng| usize::from(second && rng.below(2) == 1);
+        let roll = rng.below(100);
+        let command = if roll < 45 {
+            let s = slot(&mut rng);
+            Command::Store(s, key(&mut rng), value(&mut rng))
+        } else if roll < 60 {
+            let s = slot(&mut rng);
+            Command::Delete(s, key(&mut rng))
+        } else if roll < 80 {
+            let n = 2 + rng.below(3) as usize;
+            let mut ops = Vec::new();
+            let mut seen = BTreeSet::new();
+            for _ in 0..n {
+                let s = slot(&mut rng);
+                let k = key(&mut rng);
+                if !seen.insert((s, k.clone())) {
+                    continue;
+                }
+                let v = (rng.below(4) != 0).then(|| value(&mut rng));
+                ops.push((s, k, v));
+            }
+            Command::Batch(ops)
+        } else if roll < 88 {
+            if second {
+                second = false;
+                Command::DeleteSecond
+            } else {
+                second = true;
+                Command::CreateSecond
+            }
+        } else {
+            Command::Scan(slot(&mut rng))
+        };
+        commands.push(command);
+    }
+    commands
+}
+
+type State = BTreeMap<usize, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// The device configuration the harness uses.
+pub fn harness_config() -> (Profile, DeviceConfig) {
+    let profile = Profile::test_min();
+    let mut config = DeviceConfig::test_min();
+    config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
+    (profile, config)
+}
+
+struct Run {
+    /// Acknowledged state.
+    state: State,
+    /// Namespace id by slot (acknowledged).
+    ids: BTreeMap<usize, u32>,
+    /// The command in flight at the cut, if any.
+    in_flight: Option<Command>,
+}
+
+fn apply(state: &mut State, ids: &mut BTreeMap<usize, u32>, command: &Command, new_id: u32) {
+    match command {
+        Command::Store(s, k, v) => {
+            state.entry(*s).or_default().insert(k.clone(), v.clone());
+        }
+        Command::Delete(s, k) => {
+            state.entry(*s).or_default().remove(k);
+        }
+        Command::Batch(ops) => {
+            for (s, k, v) in ops {
+                let map = state.entry(*s).or_default();
+                match v {
+                    Some(v) => map.insert(k.clone(), v.clone()),
+                    None => map.remove(k),
+                };
+            }
+        }
+        Command::CreateFirst => {
+            ids.insert(0, new_id);
+            state.insert(0, BTreeMap::new());
+        }
+        Command::CreateSecond => {
+            ids.insert(1, new_id);
+            state.insert(1, BTreeMap::new());
+        }
+        Command::DeleteSecond => {
+            ids.remove(&1);
+            state.remove(&1);
+        }
+        Command::Scan(_) => {}
+    }
+}
+
+fn execute(
+    device: &Device,
+    t: SimTime,
+    ids: &BTreeMap<usize, u32>,
+    command: &Command,
+    preset: Preset,
+) -> Result<(SimTime, u32), DeviceError> {
+    let id = |s: &usize| NamespaceId(ids.get(s).copied().unwrap_or(0));
+    match command {
+        Command::Store(s, k, v) => Ok((device.store(t, id(s), k, v, StoreMode::Upsert)?, 0)),
+        Command::Delete(s, k) => Ok((device.delete(t, id(s), k)?, 0)),
+        Command::Batch(ops) => {
+            let ops: Vec<BatchOp> = ops
+                .iter()
+                .map(|(s, k, v)| match v {
+                    Some(v) => BatchOp::Store {
+                        namespace: id(s),
+                        key: k.clone(),
+                        value: v.clone(),
+                        mode: StoreMode::Upsert,
+                    },
+                    None => BatchOp::Delete {
+                        namespace: id(s),
+                        key: k.clone(),
+                    },
+                })
+                .collect();
+            Ok((device.batch(t, &ops)?, 0))
+        }
+        Command::CreateFirst | Command::CreateSecond => {
+            let created = device.create_namespace(NamespaceSpec::new(preset))?;
+            Ok((t, created.0))
+        }
+        Command::DeleteSecond => Ok((device.delete_namespace(t, id(&1))?, 0)),
+        Command::Scan(s) => {
+            if !crate::supports_iterators(preset) {
+                return Ok((t, 0));
+            }
+            let (iterator, mut t) =
+                device.iter_open(t, id(s), IterOptions::new(IterStart::Key(Vec::new()), 2))?;
+            let result = device.iter_next(t, iterator, 512);
+            device.iter_close(iterator)?;
+            t = result?.1;
+            Ok((t, 0))
+        }
+    }
+}
+
+/// Runs the workload with power cut after `cut_after` flash operations (`None`: no cut).
+fn run(config: &CrashConfig, cut_after: Option<u64>) -> Result<(Run, Flash), String> {
+    let (profile, device_config) = harness_config();
+    let mut flash =
+        Flash::new(profile.geometry, Some(profile.timing)).map_err(|e| e.to_string())?;
+    flash.set_faults(FaultConfig {
+        seed: config.seed,
+        power_cut_after_operations: cut_after,
+        torn_program_probability: config.torn_program_probability,
+        ..FaultConfig::default()
+    });
+    let mut state = State::new();
+    let mut ids = BTreeMap::new();
+    let commands = workload(config);
+    let device = match Device::open(flash, device_config) {
+        Ok(device) => device,
+        Err(error) => {
+            // The cut came while formatting: nothing was acknowledged.
+            return Err(format!("format failed: {error}"));
+        }
+    };
+    let mut in_flight = None;
+    let mut t: SimTime = 0;
+    // Slot 0 is created first (an acknowledged command like any other).
+    let mut all = vec![Command::CreateFirst];
+    all.extend(commands);
+    for (index, command) in all.into_iter().enumerate() {
+        match execute(&device, t, &ids, &command, config.preset) {
+            Ok((done, new_id)) => {
+                t = done;
+                apply(&mut state, &mut ids, &command, new_id);
+            }
+            Err(error) => {
+                if device.is_power_cut().unwrap_or(true) {
+                    in_flight = Some(command);
+                    break;
+                }
+                return Err(format!(
+                    "command {index} ({command:?}) failed without a cut: {error}"
+                ));
+            }
+        }
+    }
+    let flash = device.into_flash().map_err(|e| e.to_string())?;
+    Ok((
+        Run {
+            state,
+            ids,
+            in_flight,
+        },
+        flash,
+    ))
+}
+
+/// Reads a namespace whole through an iterator (retrying a read that fails its checksum, as a
+/// host would).
+fn scan_all(device: &Device, id: u32) -> Result<BTreeMap<Vec<u8>, Vec<u8>>, String> {
+    let mut last_error = String::new();
+    for _ in 0..8 {
+        let attempt = (|| -> Result<BTreeMap<Vec<u8>, Vec<u8>>, DeviceError> {
+            let (iterator, mut t) = device.iter_open(
+                0,
+                NamespaceId(id),
+                IterOptions::new(IterStart::Key(Vec::new()), 0),
+            )?;
+            let mut out = BTreeMap::new();
+            loop {
+                let next = device.iter_next(t, iterator, 1 << 16);
+                let (batch, done) = match next {
+                    Ok(next) => next,
+                    Err(error) => {
+                        device.iter_close(iterator)?;
+                        return Err(error);
+                    }
+                };
+                t = done;
+                for entry in batch.entries {
+                    out.insert(entry.key, entry.value.unwrap_or_default());
+                }
+                if batch.end {
+                    break;
+                }
+            }
+            device.iter_close(iterator)?;
+            Ok(out)
+        })();
+        match attempt {
+            Ok(out) => return Ok(out),
+            Err(error) => last_error = error.to_string(),
+        }
+    }
+    Err(format!("scan of namespace {id} failed: {last_error}"))
+}
+
+fn get(device: &Device, id: u32, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
+    let mut last = String::new();
+    for _ in 0..8 {
+        match device.retrieve(0, NamespaceId(id), key, None) {
+            Ok((value, _)) => return Ok(value.map(|retrieved| retrieved.value)),
+            Err(error) => last = error.to_string(),
+        }
+    }
+    Err(format!("retrieve failed: {last}"))
+}
+
+/// Checks a recovered device against the model; `Err` says what is wrong.
+fn check(device: &Device, run: &Run, preset: Preset) -> Result<(), String> {
+    let listed: BTreeSet<u32> = device
+        .list_namespaces()
+        .map_err(|e| e.to_string())?
+        .iter()
+        .map(|info| info.id.0)
+        .collect();
+    let before = (&run.state, &run.ids);
+    let mut after_state = run.state.clone();
+    let mut after_ids = run.ids.clone();
+    let mut candidates = vec![before];
+    if let Some(command) = &run.in_flight {
+        // A namespace created in flight gets the next id; find it among the listed ones.
+        let new_id = listed
+            .iter()
+            .copied()
+            .find(|id| !run.ids.values().any(|known| known == id))
+            .unwrap_or(0);
+        apply(&mut after_state, &mut after_ids, command, new_id);
+        candidates.push((&after_state, &after_ids));
+    }
+    let mut reasons = Vec::new();
+    for (state, ids) in candidates {
+        match matches(device, &listed, state, ids, preset) {
+            Ok(()) => return Ok(()),
+            Err(reason) => reasons.push(reason),
+        }
+    }
+    Err(reasons.join("; or "))
+}
+
+fn matches(
+    device: &Device,
+    listed: &BTreeSet<u32>,
+    state: &State,
+    ids: &BTreeMap<usize, u32>,
+    preset: Preset,
+) -> Result<(), String> {
+    let expected: BTreeSet<u32> = ids.values().copied().collect();
+    if &expected != listed {
+        return Err(format!(
+            "namespaces {listed:?} where the model has {expected:?}"
+        ));
+    }
+    for (slot, id) in ids {
+        let empty = BTreeMap::new();
+        let model = state.get(slot).unwrap_or(&empty);
+        if crate::supports_iterators(preset) {
+            let found = scan_all(device, *id)?;
+            if &found != model {
+                let diff: Vec<String> = model
+                    .keys()
+                    .chain(found.keys())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .filter(|key| model.get(*key) != found.get(*key))
+                    .map(|key| String::from_utf8_lossy(key).into_owned())
+                    .collect();
+                return Err(format!("namespace {id} differs at keys {diff:?}"));
+            }
+        }
+        for key in 0..24 {
+            let key = format!("key{key:03}").into_bytes();
+            let value = get(device, *id, &key)?;
+            if value.as_ref() != model.get(&key) {
+                return Err(format!(
+                    "namespace {id} key {} is {:?}, model {:?}",
+                    String::from_utf8_lossy(&key),
+                    value.map(|v| String::from_utf8_lossy(&v).into_owned()),
+                    model
+                        .get(&key)
+                        .map(|v| String::from_utf8_lossy(v).into_owned())
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Runs one crash point: the workload cut after `cut_after` flash operations, recovery, checks.
+/// Returns the recovery's simulated time and records replayed.
+pub fn crash_point(config: &CrashConfig, cut_after: u64) -> Result<(u64, u64), String> {
+    let (run, mut flash) = match run(config, Some(cut_after)) {
+        Ok(run) => run,
+        // The cut came while formatting: nothing was acknowledged.
+        Err(error) if error.starts_with("format failed") => return Ok((0, 0)),
+        Err(error) => return Err(error),
+    };
+    flash.restore_power();
+    flash.set_faults(FaultConfig {
+        seed: config.seed ^ cut_after,
+        power_cut_after_operations: None,
+        bit_flip_probability: config.bit_flip_probability,
+        ..FaultConfig::default()
+    });
+    let (_, device_config) = harness_config();
+    let device = match Device::open(flash, device_config) {
+        Ok(device) => device,
+        Err(error) => return Err(format!("recovery failed: {error}")),
+    };
+    let report = device.recovery_report().map_err(|e| e.to_string())?;
+    if report.is_none() && (!run.ids.is_empty() || run.in_flight.is_some()) {
+        return Err("the device formatted afresh instead of recovering".into());
+    }
+    check(&device, &run, config.preset)?;
+    Ok(report.map_or((0, 0), |report| {
+        (report.simulated_ns, report.records_replayed)
+    }))
+}
+
+/// Flash operations of the whole workload (a dry run without a cut).
+pub fn workload_operations(config: &CrashConfig) -> Result<u64, String> {
+    let (run, flash) = run(config, None)?;
+    if run.in_flight.is_some() {
+        return Err("the dry run lost power".into());
+    }
+    Ok(flash.operations())
+}
+
+/// The command line that replays one crash point.
+pub fn replay_command(config: &CrashConfig, cut_after: u64) -> String {
+    format!(
+        "kvssd crash-test --seed {} --preset {} --commands {} --at {cut_after}",
+        config.seed,
+        config.preset.name(),
+        config.commands
+    )
+}
+
+/// Runs a pass: every crash point of the workload, or a seeded sample.
+pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
+    let mut outcome = CrashOutcome::default();
+    let total = match workload_operations(config) {
+        Ok(total) => total,
+        Err(error) => {
+            outcome.failures.push(format!(
+                "seed {} preset {}: dry run failed: {error}",
+                config.seed,
+                config.preset.name()
+            ));
+            return outcome;
+        }
+    };
+    outcome.workload_operations = total;
+    let cuts: Vec<u64> = match points {
+        CrashPoints::All => (0..total).collect(),
+        CrashPoints::Sample(n) => {
+            let mut rng = Rng(config.seed ^ 0x5eed);
+            (0..n).map(|_| rng.below(total)).collect()
+        }
+    };
+    for cut in cuts {
+        outcome.crash_points += 1;
+        match crash_point(config, cut) {
+            Ok((simulated_ns, replayed)) => {
+                outcome.survived += 1;
+                outcome.records_replayed += replayed;
+                outcome.recovery_simulated_ns_max =
+                    outcome.recovery_simulated_ns_max.max(simulated_ns);
+                outcome.recovery_simulated_ns_total += simulated_ns;
+            }
+            Err(error) => outcome.failures.push(format!(
+                "seed {} preset {} cut after {cut}: {error} (replay: {})",
+                config.seed,
+                config.preset.name(),
+                replay_command(config, cut)
+            )),
+        }
+    }
+    outcome
+}

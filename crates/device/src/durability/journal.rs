@@ -1,0 +1,378 @@
+//! The durable state on flash: the superblock's two reserved blocks, the live write-ahead log and
+//! the checkpoint area, and the protocol that updates them.
+//!
+//! Order of every update (the crash analysis is in `docs/design.md` §14):
+//!
+//! * **log append**: the record's pages are programmed (a new log block is first recorded in a new
+//!   superblock copy); under [`SyncPolicy::EveryCommand`] the command is acknowledged only then.
+//! * **checkpoint**: open data pages are programmed; the checkpoint's pages are programmed into
+//!   checkpoint blocks; a superblock copy naming it (and, when the log is trimmed, a fresh empty log)
+//!   is programmed; only then are the previous checkpoint's blocks and the trimmed log's blocks
+//!   erased.
+
+use std::sync::{Arc, Mutex};
+
+use kvssd_flash::{MediaKind, Purpose, SimTime};
+use kvssd_space::{EraseHook, Space, SpaceError, OOB_KIND_SYSTEM};
+
+use crate::durability::checkpoint::{Checkpoint, CheckpointLocation, Extent, Mode, Root};
+use crate::durability::log::LogWriter;
+use crate::durability::superblock::{self, SuperblockCopy};
+use crate::{DeviceError, NamespaceSpec};
+
+/// The blocks (device-wide block indexes) that hold superblock copies.
+pub const SUPERBLOCK_BLOCKS: [u64; 2] = [0, 1];
+
+/// When a logged command is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncPolicy {
+    /// Every command's record is programmed (and, on file media, `fdatasync`ed) before the command
+    /// returns: an acknowledged command survives any crash.
+    EveryCommand,
+    /// Records are collected into the log page and programmed when `max_records` have gathered (or
+    /// the page is full, or [`crate::Device::sync`] is called). A command is acknowledged when its
+    /// record is durable, which [`crate::Device::durable_sequence`] reports; a crash loses only
+    /// records not yet durable, never an acknowledged one, and always a suffix of the log.
+    GroupCommit {
+        /// Records per group.
+        max_records: u32,
+    },
+    /// Records are programmed only when the log page fills or on [`crate::Device::sync`]: a crash
+    /// may lose the unprogrammed tail of the log (a suffix of the commands; never part of a batch).
+    None,
+}
+
+/// Write-side state of the durable structures.
+pub(crate) struct Journal {
+    pub(crate) mode: Mode,
+    pub(crate) sync: SyncPolicy,
+    page_bytes: usize,
+    pages_per_block: u32,
+    sync_media: bool,
+    sb_sequence: u64,
+    sb_next_page: [u32; 2],
+    next_log_id: u32,
+    checkpoint: Option<CheckpointLocation>,
+    ckpt_blocks: Vec<u64>,
+    ckpt_next_page: u32,
+    log_id: u32,
+    log_blocks: Vec<u64>,
+    log_next_page: u32,
+    writer: LogWriter,
+    pending_records: u32,
+    /// Sequence number of the newest record known durable.
+    pub(crate) durable_lsn: Option<u64>,
+    /// The sequence number the next record gets.
+    pub(crate) next_lsn: u64,
+    pub(crate) next_namespace: u32,
+    pub(crate) namespaces: Vec<(u32, NamespaceSpec)>,
+    pub(crate) checkpoints_written: u64,
+    pub(crate) log_pages_written: u64,
+}
+
+fn flash_error(error: kvssd_flash::FlashError) -> SpaceError {
+    SpaceError::Flash(error)
+}
+
+fn log_error(error: crate::durability::log::LogError) -> SpaceError {
+    SpaceError::Config(error.to_string())
+}
+
+impl Journal {
+    /// A journal for a freshly formatted device (its superblock blocks erased and reserved).
+    pub(crate) fn fresh(
+        space: &Space,
+        mode: Mode,
+        sync: SyncPolicy,
+    ) -> Result<Journal, DeviceError> {
+        Journal::resume(space, mode, sync, 0, [0, 0], 1)
+    }
+
+    /// A journal continuing after recovery: the superblock's sequence and write positions.
+    pub(crate) fn resume(
+        space: &Space,
+        mode: Mode,
+        sync: SyncPolicy,
+        sb_sequence: u64,
+        sb_next_page: [u32; 2],
+        next_log_id: u32,
+    ) -> Result<Journal, DeviceError> {
+        let geometry = space.geometry();
+        let page_bytes = geometry.page_bytes as usize;
+        let writer = LogWriter::new(page_bytes, 0, 0)
+            .map_err(|error| DeviceError::Space(log_error(error)))?;
+        Ok(Journal {
+            mode,
+            sync,
+            page_bytes,
+            pages_per_block: geometry.pages_per_block,
+            sync_media: space.flash().media_kind() != MediaKind::Ram,
+            sb_sequence,
+            sb_next_page,
+            next_log_id,
+            checkpoint: None,
+            ckpt_blocks: Vec::new(),
+            ckpt_next_page: 0,
+            log_id: 0,
+            log_blocks: Vec::new(),
+            log_next_page: 0,
+            writer,
+            pending_records: 0,
+            durable_lsn: None,
+            next_lsn: 0,
+            next_namespace: 1,
+            namespaces: Vec::new(),
+            checkpoints_written: 0,
+            log_pages_written: 0,
+        })
+    }
+
+    /// Keeps the replayed log and checkpoint as the live ones until the first checkpoint after
+    /// recovery replaces them (nothing is appended to a log whose tail may be torn).
+    pub(crate) fn adopt(&mut self, root: &Root) {
+        self.checkpoint = root.checkpoint.clone();
+        self.ckpt_blocks = root
+            .checkpoint
+            .iter()
+            .flat_map(|location| location.extents.iter().map(|extent| extent.block))
+            .collect();
+        self.ckpt_next_page = self.pages_per_block;
+        self.log_id = root.log_id;
+        self.log_blocks = root.log_blocks.clone();
+        self.log_next_page = self.pages_per_block;
+    }
+
+    /// Blocks the log holds.
+    pub(crate) fn log_blocks(&self) -> usize {
+        self.log_blocks.len()
+    }
+
+    fn root(&self) -> Root {
+        Root {
+            mode: self.mode,
+            next_log_id: self.next_log_id,
+            checkpoint: self.checkpoint.clone(),
+            log_id: self.log_id,
+            log_blocks: self.log_blocks.clone(),
+        }
+    }
+
+    fn sync_flash(&self, space: &mut Space) -> Result<(), SpaceError> {
+        if self.sync_media {
+            space.flash_mut().sync().map_err(flash_error)?;
+        }
+        Ok(())
+    }
+
+    /// Programs the next superblock copy (erasing its block first when full) and syncs.
+    fn write_root(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime, SpaceError> {
+        let sequence = self.sb_sequence + 1;
+        let slot = (sequence % 2) as usize;
+        let block = space.geometry().block_at(SUPERBLOCK_BLOCKS[slot]);
+        let mut t = at;
+        if self.sb_next_page[slot] >= self.pages_per_block {
+            t = space
+                .flash_mut()
+                .erase(t, block, Purpose::Checkpoint)
+                .map_err(flash_error)?;
+            self.sb_next_page[slot] = 0;
+        }
+        let copy = SuperblockCopy {
+            sequence,
+            body: self.root().encode(),
+        };
+        let page = superblock::encode(&copy, self.page_bytes)
+            .map_err(|error| SpaceError::Config(error.to_string()))?;
+        let done = space
+            .flash_mut()
+            .program(
+                t,
+                block.page(self.sb_next_page[slot]),
+                Purpose::Checkpoint,
+                &page,
+                &[OOB_KIND_SYSTEM],
+            )
+            .map_err(flash_error)?;
+        self.sb_next_page[slot] += 1;
+        self.sb_sequence = sequence;
+        self.sync_flash(space)?;
+        Ok(done)
+    }
+
+    fn program_log_page(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: &[u8],
+    ) -> Result<SimTime, SpaceError> {
+        let mut t = at;
+        if self.log_blocks.is_empty() || self.log_next_page >= self.pages_per_block {
+            let block = space.take_system_block()?;
+            self.log_blocks.push(block);
+            self.log_next_page = 0;
+            // Recovery must know of the block before any record in it can be acknowledged.
+            t = self.write_root(space, t)?;
+        }
+        let Some(&block) = self.log_blocks.last() else {
+            return Err(SpaceError::Config("the log has no block".into()));
+        };
+        let address = space.geometry().block_at(block).page(self.log_next_page);
+        let done = space.program_system_page(t, address, Purpose::Log, page)?;
+        self.log_next_page += 1;
+        self.log_pages_written += 1;
+        Ok(done)
+    }
+
+    /// Appends a record with the next sequence number; programs pages as the sync policy says.
+    /// Returns the record's sequence number and when it is as durable as the policy makes it.
+    pub(crate) fn append(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        record: &crate::durability::wal::WalRecord,
+    ) -> Result<(u64, SimTime), SpaceError> {
+        let lsn = self.next_lsn;
+        let bytes = crate::durability::wal::encode(lsn, record);
+        let mut pages = self.writer.append(&bytes).map_err(log_error)?;
+        self.pending_records += 1;
+        let flush = match self.sync {
+            SyncPolicy::EveryCommand => true,
+            SyncPolicy::GroupCommit { max_records } => self.pending_records >= max_records.max(1),
+            SyncPolicy::None => false,
+        };
+        if flush {
+            pages.extend(self.writer.flush());
+        }
+        let mut t = at;
+        let programmed = !pages.is_empty();
+        for page in pages {
+            t = t.max(self.program_log_page(space, at, &page)?);
+        }
+        self.next_lsn += 1;
+        if programmed {
+            self.sync_flash(space)?;
+            if flush {
+                self.pending_records = 0;
+                self.durable_lsn = Some(lsn);
+            } else {
+                // Pages that filled hold every record before this one entirely.
+                self.durable_lsn = lsn.checked_sub(1).or(self.durable_lsn);
+            }
+        }
+        Ok((lsn, t))
+    }
+
+    /// Programs the log's partly filled page, so every record appended so far is durable.
+    pub(crate) fn sync_log(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<SimTime, SpaceError> {
+        let mut t = at;
+        if let Some(page) = self.writer.flush() {
+            t = self.program_log_page(space, at, &page)?;
+            self.sync_flash(space)?;
+        }
+        self.pending_records = 0;
+        self.durable_lsn = self.next_lsn.checked_sub(1);
+        Ok(t)
+    }
+
+    /// Writes a checkpoint of the published parts, the space layer's state and the namespace
+    /// table; with `trim`, starts a new empty log (every part must then be current). Returns when
+    /// the new superblock copy is durable and the superseded blocks are erased.
+    pub(crate) fn checkpoint(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        trim: bool,
+    ) -> Result<SimTime, SpaceError> {
+        let mut t = space.sync_all(at, Purpose::Checkpoint)?;
+        let checkpoint = Checkpoint {
+            next_lsn: self.next_lsn,
+            next_namespace: self.next_namespace,
+            namespaces: self.namespaces.clone(),
+            space: space.export_state(),
+            parts: space
+                .parts()
+                .iter()
+                .map(|(&namespace, part)| (namespace, part.replay_from, part.bytes.clone()))
+                .collect(),
+        };
+        let id = self.next_log_id;
+        self.next_log_id += 1;
+        let mut writer = LogWriter::new(self.page_bytes, id, 0).map_err(log_error)?;
+        let mut pages = writer.append(&checkpoint.encode()).map_err(log_error)?;
+        pages.extend(writer.flush());
+        // Pages go after the current checkpoint in its last block, then into new blocks.
+        let mut extents: Vec<Extent> = Vec::new();
+        let mut block = self.ckpt_blocks.last().copied();
+        let mut next_page = self.ckpt_next_page;
+        let issue = t;
+        for page in &pages {
+            if block.is_none() || next_page >= self.pages_per_block {
+                block = Some(space.take_system_block()?);
+                next_page = 0;
+            }
+            let Some(current) = block else {
+                return Err(SpaceError::NoFreeBlock);
+            };
+            let address = space.geometry().block_at(current).page(next_page);
+            t = t.max(space.program_system_page(issue, address, Purpose::Checkpoint, page)?);
+            match extents.last_mut() {
+                Some(extent) if extent.block == current => extent.pages += 1,
+                _ => extents.push(Extent {
+                    block: current,
+                    first_page: next_page,
+                    pages: 1,
+                }),
+            }
+            next_page += 1;
+        }
+        let new_blocks: Vec<u64> = extents.iter().map(|extent| extent.block).collect();
+        let old_ckpt: Vec<u64> = self
+            .ckpt_blocks
+            .iter()
+            .copied()
+            .filter(|block| !new_blocks.contains(block))
+            .collect();
+        let mut old_log = Vec::new();
+        if trim {
+            old_log = std::mem::take(&mut self.log_blocks);
+            self.log_id = self.next_log_id;
+            self.next_log_id += 1;
+            self.writer = LogWriter::new(self.page_bytes, self.log_id, 0).map_err(log_error)?;
+            self.log_next_page = 0;
+            self.pending_records = 0;
+            self.durable_lsn = self.next_lsn.checked_sub(1);
+        }
+        self.checkpoint = Some(CheckpointLocation {
+            log_id: id,
+            extents,
+        });
+        t = self.write_root(space, t)?;
+        space.mark_durable();
+        self.ckpt_blocks = new_blocks;
+        self.ckpt_next_page = next_page;
+        self.checkpoints_written += 1;
+        let erase_at = t;
+        for block in old_ckpt.into_iter().chain(old_log) {
+            t = t.max(space.release_system_block(erase_at, block)?);
+        }
+        Ok(t)
+    }
+}
+
+/// The space layer's hook: a checkpoint (without trimming the log) before erasing a block a
+/// durable checkpoint may reach.
+pub(crate) struct Hook(pub(crate) Arc<Mutex<Journal>>);
+
+impl EraseHook for Hook {
+    fn before_erase(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime, SpaceError> {
+        let mut journal = self
+            .0
+            .lock()
+            .map_err(|_| SpaceError::Config("the journal lock is poisoned".into()))?;
+        journal.checkpoint(space, at, false)
+    }
+}

@@ -1,0 +1,335 @@
+//! The tree's DRAM state as bytes, for checkpoints and power-loss dumps, and its restoration.
+//!
+//! ```text
+//! "KLSM" | version u32 = 1 | pinned_target u32 | key_len_max_seen u32
+//! L0:     count u32, then per pair: key_len u8 | key | kind u8 (0 tombstone, 1 value, 2 value
+//!         re-inserted by GC) | [value_len u32 | value]
+//! levels: count u32, then per level: pinned u8 | entries u64 | key_bytes u64 | segments u32,
+//!         then per segment: key_len u8 | start key | page (u8 flag, u64) |
+//!         entries (u8 flag, count u32, then key_len u8 | key | pointer u64 | value_len u32 |
+//!         from_gc u8) | Bloom filter (u8 flag, bit_count u64 | hashes u32 | keys u64 | words)
+//! ```
+//!
+//! Little-endian. Prefixes and range pointers are recomputed, not saved. The whole L0 is saved
+//! because `pink`'s GC re-inserts live values into it: those are in no log record.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kvssd_flash::{FlashError, Purpose, SimTime};
+use kvssd_space::{PageIndex, RecordPointer, Space, SpaceError};
+
+use super::bloom::Bloom;
+use super::level::{prefix_of, Level, Segment};
+use super::segment::{Entry, SegmentPage};
+use super::{LsmTree, Result};
+use crate::config::EngineConfig;
+use crate::EngineError;
+
+const MAGIC: &[u8; 4] = b"KLSM";
+const VERSION: u32 = 1;
+/// Reads of one page tried before a checksum failure is taken as final (bit flips on read are
+/// transient; a torn page fails every time).
+pub const READ_ATTEMPTS_MAX: u32 = 8;
+
+struct Reader<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+fn bad(what: &'static str) -> EngineError {
+    EngineError::CheckpointMalformed(what)
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len())
+            .ok_or_else(|| bad("truncated"))?;
+        let slice = &self.bytes[self.at..end];
+        self.at = end;
+        Ok(slice)
+    }
+    fn u8(&mut self) -> Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+    fn u64(&mut self) -> Result<u64> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+    fn key(&mut self) -> Result<Vec<u8>> {
+        let len = usize::from(self.u8()?);
+        if len == 0 {
+            return Err(bad("an empty key"));
+        }
+        Ok(self.take(len)?.to_vec())
+    }
+    /// A count of items each at least `min_bytes` long, checked against what is left.
+    fn count(&mut self, min_bytes: usize) -> Result<usize> {
+        let count = self.u32()? as usize;
+        if count.saturating_mul(min_bytes) > self.bytes.len() - self.at {
+            return Err(bad("a count larger than the bytes that follow"));
+        }
+        Ok(count)
+    }
+}
+
+fn put_key(out: &mut Vec<u8>, key: &[u8]) {
+    out.push(key.len() as u8);
+    out.extend_from_slice(key);
+}
+
+/// Reads a page for recovery, retrying checksum failures a few times.
+pub(crate) fn read_page_retrying(
+    space: &mut Space,
+    at: SimTime,
+    page: PageIndex,
+) -> Result<(Vec<u8>, SimTime)> {
+    let mut attempt = 1;
+    loop {
+        match space.read_page(at, page, Purpose::Recovery) {
+            Err(SpaceError::Flash(FlashError::Corrupt { .. })) if attempt < READ_ATTEMPTS_MAX => {
+                attempt += 1;
+            }
+            other => return Ok(other?),
+        }
+    }
+}
+
+impl LsmTree {
+    /// Activity so far (flushes, compactions, GC victims, levels unpinned): changes whenever the
+    /// tree wrote or erased flash structure, so a durability layer knows when to checkpoint.
+    pub fn activity_count(&self) -> u64 {
+        let a = &self.activity;
+        a.flushes + a.compactions + a.gc_meta_victims + a.gc_data_victims + a.levels_unpinned
+    }
+
+    /// The tree's DRAM state (L0, level lists, pinned segments, Bloom filters) as bytes; see the
+    /// module documentation for the layout.
+    pub fn durable_state(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_le_bytes());
+        out.extend_from_slice(&(self.pinned_target as u32).to_le_bytes());
+        out.extend_from_slice(&(self.key_len_max_seen as u32).to_le_bytes());
+        out.extend_from_slice(&(self.l0.len() as u32).to_le_bytes());
+        for (key, value) in self.l0.iter() {
+            put_key(&mut out, key);
+            match &value.value {
+                None => out.push(0),
+                Some(bytes) => {
+                    out.push(if value.from_gc { 2 } else { 1 });
+                    out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                    out.extend_from_slice(bytes);
+                }
+            }
+        }
+        out.extend_from_slice(&(self.levels.len() as u32).to_le_bytes());
+        for level in &self.levels {
+            out.push(u8::from(level.pinned));
+            out.extend_from_slice(&level.entries.to_le_bytes());
+            out.extend_from_slice(&level.key_bytes.to_le_bytes());
+            out.extend_from_slice(&(level.segments.len() as u32).to_le_bytes());
+            for segment in level.segments.iter() {
+                put_key(&mut out, &segment.start_key);
+                match segment.page {
+                    None => out.push(0),
+                    Some(page) => {
+                        out.push(1);
+                        out.extend_from_slice(&page.0.to_le_bytes());
+                    }
+                }
+                match &segment.entries {
+                    None => out.push(0),
+                    Some(entries) => {
+                        out.push(1);
+                        out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+                        for entry in entries.iter() {
+                            put_key(&mut out, &entry.key);
+                            out.extend_from_slice(&entry.pointer.to_le_bytes());
+                            out.extend_from_slice(&entry.value_len.to_le_bytes());
+                            out.push(u8::from(entry.from_gc));
+                        }
+                    }
+                }
+                match &segment.bloom {
+                    None => out.push(0),
+                    Some(bloom) => {
+                        out.push(1);
+                        bloom.encode(&mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A tree rebuilt from [`LsmTree::durable_state`] bytes, writing to `space` under
+    /// `config.namespace`. Never panics on bad bytes: they give
+    /// [`EngineError::CheckpointMalformed`]. Call [`LsmTree::account_valid`] once every tree is
+    /// restored, so the space layer's valid bytes match what the trees reference.
+    pub fn restore(space: &Space, config: EngineConfig, bytes: &[u8]) -> Result<LsmTree> {
+        let mut tree = LsmTree::open(space, config)?;
+        let mut reader = Reader { bytes, at: 0 };
+        if reader.take(4)? != MAGIC {
+            return Err(bad("wrong magic"));
+        }
+        if reader.u32()? != VERSION {
+            return Err(bad("unsupported version"));
+        }
+        tree.pinned_target = (reader.u32()? as usize).min(tree.pinned_target);
+        tree.key_len_max_seen = (reader.u32()? as usize).clamp(1, crate::KEY_BYTES_MAX);
+        let pages_total = space.geometry().pages_total();
+        let l0 = reader.count(2)?;
+        for _ in 0..l0 {
+            let key = reader.key()?;
+            let (value, from_gc) = match reader.u8()? {
+                0 => (None, false),
+                kind @ (1 | 2) => {
+                    let len = reader.u32()? as usize;
+                    (Some(reader.take(len)?.to_vec()), kind == 2)
+                }
+                _ => return Err(bad("unknown L0 entry kind")),
+            };
+            tree.key_len_max_seen = tree.key_len_max_seen.max(key.len());
+            tree.l0_insert(key, value, from_gc);
+        }
+        let levels = reader.count(21)?;
+        if levels > tree.levels_max.max(1) + 1 {
+            return Err(bad("more levels than the configuration allows"));
+        }
+        for _ in 0..levels {
+            let pinned = reader.u8()? != 0;
+            let entries = reader.u64()?;
+            let key_bytes = reader.u64()?;
+            let count = reader.count(5)?;
+            let mut segments = Vec::with_capacity(count);
+            for _ in 0..count {
+                let start_key = reader.key()?;
+                let page = match reader.u8()? {
+                    0 => None,
+                    _ => {
+                        let page = reader.u64()?;
+                        if page >= pages_total {
+                            return Err(bad("a meta page outside the device"));
+                        }
+                        Some(PageIndex(page))
+                    }
+                };
+                let entries = match reader.u8()? {
+                    0 => None,
+                    _ => {
+                        let n = reader.count(15)?;
+                        let mut list = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            let key = reader.key()?;
+                            let pointer = reader.u64()?;
+                            let value_len = reader.u32()?;
+                            let from_gc = reader.u8()? != 0;
+                            list.push(Entry {
+                                key,
+                                pointer,
+                                value_len,
+                                from_gc,
+                            });
+                        }
+                        Some(Arc::new(list))
+                    }
+                };
+                if page.is_some() == entries.is_some() {
+                    return Err(bad(
+                        "a segment must be on flash or pinned, not both or neither",
+                    ));
+                }
+                let bloom = match reader.u8()? {
+                    0 => None,
+                    _ => {
+                        let bit_count = reader.u64()?;
+                        let hashes = reader.u32()?;
+                        let keys = reader.u64()?;
+                        let words = bit_count.div_ceil(64) as usize;
+                        if words.saturating_mul(8) > bytes.len() {
+                            return Err(bad("a Bloom filter larger than the checkpoint"));
+                        }
+                        let mut bits = Vec::with_capacity(words);
+                        for _ in 0..words {
+                            bits.push(reader.u64()?);
+                        }
+                        Some(Arc::new(
+                            Bloom::from_parts(bit_count, hashes, keys, bits)
+                                .ok_or_else(|| bad("an inconsistent Bloom filter"))?,
+                        ))
+                    }
+                };
+                segments.push(Segment {
+                    prefix: prefix_of(&start_key),
+                    start_key,
+                    range_pointer: 0,
+                    page,
+                    entries,
+                    bloom,
+                });
+            }
+            if segments
+                .windows(2)
+                .any(|pair| pair[0].start_key >= pair[1].start_key)
+            {
+                return Err(bad("segments of a level out of order"));
+            }
+            tree.levels.push(Level {
+                segments: Arc::new(segments),
+                entries,
+                key_bytes,
+                pinned,
+                ..Level::default()
+            });
+        }
+        if reader.at != bytes.len() {
+            return Err(bad("trailing bytes"));
+        }
+        for index in 0..tree.levels.len() {
+            tree.relink(index);
+        }
+        Ok(tree)
+    }
+
+    /// Reports every meta page and record the tree references to the space layer's accounting
+    /// (after a restart, when the accounting starts at zero). Reads the unpinned meta segments.
+    pub fn account_valid(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        let mut t = at;
+        let mut records: BTreeMap<u64, (usize, usize)> = BTreeMap::new();
+        for level in &self.levels {
+            for segment in level.segments.iter() {
+                let entries = match (&segment.entries, segment.page) {
+                    (Some(entries), _) => entries.as_ref().clone(),
+                    (None, Some(page)) => {
+                        space.account_meta_page(page);
+                        let (bytes, done) = read_page_retrying(space, t, page)?;
+                        t = t.max(done);
+                        SegmentPage::parse(&bytes, page.0)?.entries()?
+                    }
+                    (None, None) => continue,
+                };
+                for entry in entries {
+                    if !entry.is_tombstone() {
+                        records.insert(entry.pointer, (entry.key.len(), entry.value_len as usize));
+                    }
+                }
+            }
+        }
+        // A key has one live entry per level at most, but only the newest version is referenced:
+        // the accounting counts every record a level still points at, as the running tree does.
+        for (pointer, (key_len, value_len)) in records {
+            space.account_record(RecordPointer::from_raw(pointer), key_len, value_len);
+        }
+        Ok(t)
+    }
+}
