@@ -166,6 +166,8 @@ type State = BTreeMap<usize, BTreeMap<Vec<u8>, Vec<u8>>>;
 pub fn harness_config() -> (Profile, DeviceConfig) {
     let profile = Profile::test_min();
     let mut config = DeviceConfig::test_min();
+    // A small L0, so the workload flushes, compacts and collects garbage many times.
+    config.engine.l0_bytes = 600;
     config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
     (profile, config)
 }
