@@ -3,6 +3,9 @@
 //! * [`flash_bench`]: drives the simulated NAND array directly with closed-loop clients and reports
 //!   simulated IOPS, bandwidth and latency, and the simulator's own speed.
 //! * [`workload`]: YCSB core workloads (Load, A-F) generated deterministically from a seed.
+//! * [`runner`]: closed-loop clients on the virtual clock; [`report`]: the one result schema, the
+//!   table, the JSON and the plots.
+//! * [`ycsb`], [`gc`], [`seek`]: `kvssd bench ycsb`, `gc` and `seek`.
 //! * [`sim_speed`]: how fast the simulator copies pages compared with a plain random memory copy of
 //!   the same size on this machine.
 //!
@@ -13,6 +16,7 @@ pub mod flash_bench;
 pub mod gc;
 pub mod report;
 pub mod runner;
+pub mod seek;
 pub mod sim_speed;
 pub mod workload;
 pub mod ycsb;

@@ -35,6 +35,48 @@ enum BenchCommand {
     Ycsb(Box<YcsbArgs>),
     /// GC stress (PinK §5.2): load, then uniformly random overwrites; write amplification over time.
     Gc(Box<GcArgs>),
+    /// db_bench SeekRandom on iterators (IterKVSSD): Seek, then Nexts, per prefetch degree.
+    Seek(Box<SeekArgs>),
+}
+
+#[derive(Debug, Args)]
+struct SeekArgs {
+    /// LSM presets, comma-separated.
+    #[arg(long, default_value = "pink", value_delimiter = ',')]
+    presets: Vec<String>,
+    /// Value prefetch degrees D, comma-separated; each runs on the same loaded device.
+    #[arg(long, default_value = "0,8", value_delimiter = ',')]
+    prefetch: Vec<usize>,
+    /// Nexts after each Seek.
+    #[arg(long, default_value_t = 100, value_parser = parse_scan_length)]
+    scan_length: usize,
+    /// Value size, bytes.
+    #[arg(long, default_value_t = 4096, value_parser = parse_value_bytes)]
+    value_bytes: usize,
+    /// Keys loaded.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    keys: u64,
+    /// Seeks per prefetch degree.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    seeks: u64,
+    /// Turn index prefetch off.
+    #[arg(long)]
+    no_index_prefetch: bool,
+    /// Seed of the load order and the seek keys.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Write plots (SVG) and a self-contained HTML page into this directory.
+    #[arg(long)]
+    report: Option<std::path::PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Presets simulated at once, each on its own thread (figures do not depend on it).
+    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
+    threads: usize,
 }
 
 #[derive(Debug, Args)]
@@ -172,6 +214,20 @@ fn parse_bench_profile(name: &str) -> Result<kvssd_bench::ycsb::BenchProfile, St
     })
 }
 
+fn parse_scan_length(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(length) if (1..=1_000_000).contains(&length) => Ok(length),
+        _ => Err("must be a whole number from 1 to 1000000".into()),
+    }
+}
+
+fn parse_value_bytes(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(bytes) if (1..=2 << 20).contains(&bytes) => Ok(bytes),
+        _ => Err("must be a whole number of bytes from 1 to 2097152 (2 MiB)".into()),
+    }
+}
+
 fn parse_threads(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(threads) if (1..=256).contains(&threads) => Ok(threads),
@@ -229,6 +285,7 @@ fn main() -> ExitCode {
         Command::SimSpeed(args) => run_sim_speed(args),
         Command::Bench(BenchCommand::Ycsb(args)) => run_ycsb(*args),
         Command::Bench(BenchCommand::Gc(args)) => run_gc(*args),
+        Command::Bench(BenchCommand::Seek(args)) => run_seek(*args),
     }
 }
 
@@ -523,6 +580,78 @@ fn run_gc(args: GcArgs) -> ExitCode {
                 index_pages,
                 get("gc_records_reinserted"),
                 get("gc_records_rewritten"),
+            );
+        }
+    }
+    write_outputs(
+        &report,
+        started,
+        args.json.as_deref(),
+        args.report.as_deref(),
+    )
+}
+
+fn run_seek(args: SeekArgs) -> ExitCode {
+    use kvssd_bench::seek;
+    if let Some(unknown) = args
+        .presets
+        .iter()
+        .find(|preset| preset.parse::<kvssd_engine::Preset>().is_err())
+    {
+        eprintln!("kvssd: '{unknown}' is not an LSM preset (SeekRandom needs key order: pink, pink-noopt, pink-range, lightstore)");
+        return ExitCode::from(2);
+    }
+    if let Some(degree) = args.prefetch.iter().find(|&&degree| degree > 64) {
+        eprintln!("kvssd: prefetch degree {degree} is above the limit of 64");
+        return ExitCode::from(2);
+    }
+    let config = seek::SeekConfig {
+        profile: kvssd_bench::ycsb::BenchProfile::scaled(),
+        presets: args.presets,
+        degrees: args.prefetch,
+        keys: args.keys,
+        value_bytes: args.value_bytes,
+        scan_length: args.scan_length,
+        seeks: args.seeks,
+        index_prefetch: !args.no_index_prefetch,
+        seed: args.seed,
+    };
+    eprintln!(
+        "kvssd bench seek: profile default [{}], {} keys of {} B values, {} seeks of {} nexts per degree, prefetch degrees {:?}, index prefetch {}, presets {}, seed {} (simulated time)",
+        config.profile.flash.geometry,
+        config.keys,
+        config.value_bytes,
+        config.seeks,
+        config.scan_length,
+        config.degrees,
+        if config.index_prefetch { "on" } else { "off" },
+        config.presets.join(","),
+        config.seed
+    );
+    let bars = PresetBars::new(&config.presets, args.quiet);
+    let started = std::time::Instant::now();
+    let result = seek::run(&config, args.threads, &|preset, phase, done, total| {
+        bars.update(preset, phase, done, total)
+    });
+    bars.finish();
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for result in &report.results {
+        if let (Some(next), Some(seek)) = (&result.next_latency_us, &result.seek_latency_us) {
+            println!(
+                "{:<11} {:<22} per Next: avg {:>7.1} us  p99 {:>7.1}  p99.9 {:>7.1}   per Seek: avg {:>7.1} us   flash reads per seek+scan {:.1}",
+                result.preset,
+                result.note.as_deref().unwrap_or("").split(':').next().unwrap_or(""),
+                next.avg,
+                next.p99,
+                next.p999,
+                seek.avg,
+                result.flash_reads_per_query.avg
             );
         }
     }
