@@ -9,7 +9,8 @@
 //!               "write_latency_us": {same keys},
 //!               "flash_reads_per_query": {"avg": num, "max": int},
 //!               "index_reads_per_get": {"avg": num, "max": int},
-//!               "compaction_io_share": num, "waf": num, "dram_bytes": {part: int},
+//!               "compaction_io_share": num, "waf": num (device since format),
+//!               "phase_waf": num or null (this run alone), "dram_bytes": {part: int},
 //!               "params": {...}?, "next_latency_us": {...}?, "seek_latency_us": {...}?,
 //!               "note": str?, "sim_requests_per_wall_s": num}]}
 //! ```
@@ -59,9 +60,11 @@ pub struct BenchResult {
     pub index_reads_per_get: PerRequest,
     /// Share of all flash I/O (pages read plus programmed) done by compaction.
     pub compaction_io_share: f64,
-    /// Write amplification over the run: bytes programmed for any purpose per byte programmed for user
-    /// data; `null` when the run wrote no user data.
-    pub waf: Option<f64>,
+    /// Write amplification of the device since it was formatted: bytes programmed for any purpose
+    /// per byte programmed for user data (1.0 before any user data is written).
+    pub waf: f64,
+    /// Write amplification of this run alone (`null` when it wrote no user data).
+    pub phase_waf: Option<f64>,
     /// DRAM in use at the end of the run, by part.
     pub dram_bytes: BTreeMap<String, u64>,
     /// Parameters particular to this result (prefetch degree, scan length, value size, ...).
@@ -116,7 +119,7 @@ impl BenchReport {
         };
         let _ = writeln!(
             out,
-            "profile {} · seed {} · latencies in {clock} microseconds",
+            "profile {} · seed {} · latencies in {clock} microseconds · rd/q: flash reads per request · WAF: the device's since format",
             self.profile, self.seed
         );
         let _ = writeln!(
@@ -154,7 +157,7 @@ impl BenchReport {
                 result.flash_reads_per_query.max,
                 result.index_reads_per_get.avg,
                 result.index_reads_per_get.max,
-                result.waf.unwrap_or(f64::NAN),
+                result.waf,
                 dram / 1024
             );
             if let Some(note) = &result.note {

@@ -574,7 +574,7 @@ fn run_gc(args: GcArgs) -> ExitCode {
             println!(
                 "{:<15} WAF {:.2}   user pages {}   GC pages {}   index pages written (compaction + GC index updates) {}   records re-inserted {}   rewritten {}",
                 result.preset,
-                result.waf.unwrap_or(f64::NAN),
+                result.phase_waf.unwrap_or(f64::NAN),
                 get("user_pages_written"),
                 get("gc_pages_written"),
                 index_pages,
