@@ -3,6 +3,9 @@
 //! Exit codes: 0 on success, 1 when the work itself fails, 2 for a bad command line (always one line on
 //! standard error).
 
+mod crash_test;
+mod image;
+
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
@@ -27,6 +30,11 @@ enum Command {
     /// Run the workload benchmarks (YCSB, ...) on simulated devices, preset after preset.
     #[command(subcommand)]
     Bench(BenchCommand),
+    #[command(flatten)]
+    Image(image::ImageCommand),
+    /// Cut power at flash operations of a seeded workload, recover, and check nothing acknowledged
+    /// was lost; prints the crash points survived.
+    CrashTest(crash_test::CrashTestArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -283,6 +291,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::FlashBench(args) => run_flash_bench(args),
         Command::SimSpeed(args) => run_sim_speed(args),
+        Command::Image(command) => image::run(command),
+        Command::CrashTest(args) => crash_test::run(args),
         Command::Bench(BenchCommand::Ycsb(args)) => run_ycsb(*args),
         Command::Bench(BenchCommand::Gc(args)) => run_gc(*args),
         Command::Bench(BenchCommand::Seek(args)) => run_seek(*args),

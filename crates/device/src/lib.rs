@@ -53,6 +53,7 @@
 //! device.iter_close(iterator).unwrap();
 //! ```
 
+pub mod check;
 pub mod crash;
 mod device;
 pub mod durability;

@@ -22,6 +22,7 @@ pub(crate) mod bloom;
 mod compaction;
 mod durable;
 mod gc;
+pub mod inspect;
 pub(crate) mod level;
 pub(crate) mod segment;
 

@@ -1,0 +1,739 @@
+//! Image tools, as RocksDB's `ldb` is for its files: format a file-media device, put, get, delete,
+//! scan, manage namespaces, print statistics and check consistency. Every command opens the image
+//! (recovering it if the last writer crashed), does its work and closes cleanly (a checkpoint, so
+//! the next open replays nothing).
+//!
+//! File-media devices run with timing off (simulated time stays at zero; the wall clock is what
+//! counts) and a write-ahead log synced on every command. The device configuration is derived
+//! from the geometry recorded in the image, so no other setting has to be remembered.
+//!
+//! Namespaces are named by their numeric id (`--ns 3`). `kvssd format` creates namespace
+//! [`DEFAULT_NAMESPACE`], which every command uses when `--ns` is not given. Ids are never reused:
+//! after `kvssd ns delete PATH 1` a command without `--ns` fails with "namespace 1 does not
+//! exist". Keeping names out of the device means nothing beyond the device's own namespace table
+//! (which the write-ahead log already makes durable) has to survive a crash.
+
+use std::ffi::{OsStr, OsString};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use kvssd_device::{
+    Device, DeviceConfig, DeviceError, Durability, IterOptions, IterStart, NamespaceId,
+    NamespaceSpec, StoreMode, SyncPolicy, VALUE_BYTES_MAX,
+};
+use kvssd_engine::{EngineConfig, Preset};
+use kvssd_flash::{Flash, Geometry, Profile, Purpose};
+
+/// The namespace `kvssd format` creates, and the one commands use without `--ns`.
+pub const DEFAULT_NAMESPACE: u32 = 1;
+
+/// Byte budget of one iterator batch while scanning.
+const SCAN_BATCH_BYTES: usize = 64 << 10;
+
+/// The image tools (flattened into the program's commands).
+#[derive(Debug, Subcommand)]
+pub enum ImageCommand {
+    /// Create a file-media device at PATH (sparse file) with one namespace, id 1, the default.
+    Format(FormatArgs),
+    /// Store a value under KEY (VALUE from the argument, or standard input if absent or "-").
+    Put(PutArgs),
+    /// Print KEY's value bytes, raw, to standard output (exit 1 if the key is absent).
+    Get(KeyArgs),
+    /// Delete KEY (deleting an absent key is not an error).
+    Delete(KeyArgs),
+    /// Print pairs in key order, one per line: KEY<TAB>VALUE, escaped (or hex with --hex).
+    Scan(ScanArgs),
+    /// Create, delete or list namespaces (named by numeric id).
+    #[command(subcommand)]
+    Ns(NsCommand),
+    /// Print levels, DRAM by part, flash counters, write amplification and free space.
+    Stats(PathArgs),
+    /// Read every live page, verify checksums and the index invariants; exit 1 on any problem.
+    Check(PathArgs),
+    /// Store seeded keys one by one, printing each acknowledged write (for the SIGKILL test).
+    #[command(hide = true)]
+    WriteLoop(WriteLoopArgs),
+}
+
+/// `kvssd format`.
+#[derive(Debug, Args)]
+pub struct FormatArgs {
+    /// Image file (or block device) to create.
+    path: PathBuf,
+    /// Flash profile: pink (64 GiB sparse unless --blocks-per-die) or test_min (256 KiB).
+    #[arg(long, value_parser = parse_profile)]
+    profile: Profile,
+    /// Preset of the default namespace (pink, pink-noopt, pink-range, lightstore, ...).
+    #[arg(long, default_value = "pink", value_parser = parse_preset_name)]
+    preset: String,
+    /// Override the profile's blocks per die (its capacity).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    blocks_per_die: Option<u32>,
+    /// Overwrite an existing file, even a kvssd image.
+    #[arg(long)]
+    force: bool,
+}
+
+/// An image path.
+#[derive(Debug, Args)]
+pub struct PathArgs {
+    /// Image file created by `kvssd format`.
+    path: PathBuf,
+}
+
+/// `kvssd put`.
+#[derive(Debug, Args)]
+pub struct PutArgs {
+    /// Image file created by `kvssd format`.
+    path: PathBuf,
+    /// Namespace id (default 1, created by format).
+    #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
+    ns: u32,
+    /// The key (1 to 255 bytes).
+    key: OsString,
+    /// The value; "-" or absent reads it from standard input (binary-safe).
+    value: Option<OsString>,
+}
+
+/// `kvssd get` and `kvssd delete`.
+#[derive(Debug, Args)]
+pub struct KeyArgs {
+    /// Image file created by `kvssd format`.
+    path: PathBuf,
+    /// Namespace id (default 1, created by format).
+    #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
+    ns: u32,
+    /// The key.
+    key: OsString,
+}
+
+/// `kvssd scan`.
+#[derive(Debug, Args)]
+pub struct ScanArgs {
+    /// Image file created by `kvssd format`.
+    path: PathBuf,
+    /// Namespace id (default 1, created by format).
+    #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
+    ns: u32,
+    /// First key (the scan starts at the first key >= this one).
+    #[arg(long)]
+    start: Option<OsString>,
+    /// Most pairs printed.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    limit: Option<u64>,
+    /// Print keys and values as hex instead of escaped text.
+    #[arg(long)]
+    hex: bool,
+}
+
+/// `kvssd ns`.
+#[derive(Debug, Subcommand)]
+pub enum NsCommand {
+    /// Create a namespace; prints its id.
+    Create(NsCreateArgs),
+    /// Delete a namespace and all its keys (its id is never reused).
+    Delete(NsDeleteArgs),
+    /// List namespaces: id, preset, keys in L0, levels, blocks and valid bytes.
+    List(PathArgs),
+}
+
+/// `kvssd ns create`.
+#[derive(Debug, Args)]
+pub struct NsCreateArgs {
+    /// Image file created by `kvssd format`.
+    path: PathBuf,
+    /// Engine preset of the namespace.
+    #[arg(long, default_value = "pink", value_parser = parse_preset_name)]
+    preset: String,
+    /// Most bytes of flash its live data may take.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    quota_bytes: Option<u64>,
+}
+
+/// `kvssd ns delete`.
+#[derive(Debug, Args)]
+pub struct NsDeleteArgs {
+    /// Image file created by `kvssd format`.
+    path: PathBuf,
+    /// Namespace id.
+    id: u32,
+}
+
+/// `kvssd write-loop` (hidden).
+#[derive(Debug, Args)]
+pub struct WriteLoopArgs {
+    /// Image file created by `kvssd format`.
+    path: PathBuf,
+    /// Seed of keys and values.
+    #[arg(long)]
+    seed: u64,
+    /// Stores to make.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    count: u64,
+    /// Distinct keys the stores are drawn from.
+    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    keys: u64,
+    /// Namespace id.
+    #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
+    ns: u32,
+}
+
+fn parse_profile(name: &str) -> Result<Profile, String> {
+    Profile::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown profile (expected one of {})",
+            Profile::NAMES.join(", ")
+        )
+    })
+}
+
+/// Preset names a namespace may be given; `hash` and `kaml` work once the device serves them
+/// (until then the namespace is refused with a one-line error).
+pub const PRESET_NAMES: [&str; 6] = [
+    "pink",
+    "pink-noopt",
+    "pink-range",
+    "lightstore",
+    "hash",
+    "kaml",
+];
+
+/// Checks a preset name on the command line.
+pub fn parse_preset_name(name: &str) -> Result<String, String> {
+    if PRESET_NAMES.contains(&name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "unknown preset (expected one of {})",
+            PRESET_NAMES.join(", ")
+        ))
+    }
+}
+
+/// The engine preset of a name, if the device serves it.
+pub fn preset_by_name(name: &str) -> Option<Preset> {
+    Preset::ALL
+        .iter()
+        .copied()
+        .find(|preset| preset.name() == name)
+}
+
+/// The attributes of a new namespace of the named preset.
+fn namespace_spec(name: &str) -> Result<NamespaceSpec, Failure> {
+    let preset = preset_by_name(name).ok_or_else(|| {
+        Failure::work(format!(
+            "namespaces of preset {name} are not supported by this device"
+        ))
+    })?;
+    #[allow(
+        clippy::useless_conversion,
+        reason = "the device's preset type is widening"
+    )]
+    Ok(NamespaceSpec::new(preset.into()))
+}
+
+/// Runs an image tool.
+pub fn run(command: ImageCommand) -> ExitCode {
+    let result = match command {
+        ImageCommand::Format(args) => format(args),
+        ImageCommand::Put(args) => put(args),
+        ImageCommand::Get(args) => get(args),
+        ImageCommand::Delete(args) => delete(args),
+        ImageCommand::Scan(args) => scan(args),
+        ImageCommand::Ns(NsCommand::Create(args)) => ns_create(args),
+        ImageCommand::Ns(NsCommand::Delete(args)) => ns_delete(args),
+        ImageCommand::Ns(NsCommand::List(args)) => ns_list(args),
+        ImageCommand::Stats(args) => stats(args),
+        ImageCommand::Check(args) => check(args),
+        ImageCommand::WriteLoop(args) => write_loop(args),
+    };
+    match result {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("kvssd: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// Why a tool failed: a one-line message and the exit code (1 work failed, 2 bad arguments).
+struct Failure {
+    message: String,
+    code: u8,
+}
+
+impl Failure {
+    fn work(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: 1,
+        }
+    }
+
+    fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code: 2,
+        }
+    }
+}
+
+type Outcome = Result<ExitCode, Failure>;
+
+/// The device configuration of an image: a function of its geometry only, so format and every
+/// later open agree without recording anything else.
+pub fn image_config(geometry: &Geometry) -> DeviceConfig {
+    let mut config = if *geometry == Profile::test_min().geometry {
+        DeviceConfig::test_min()
+    } else {
+        // PinK's DRAM (§5.1): 0.1% of capacity for indexing, plus the write buffer (L0), the
+        // largest value and, for GC re-insertion, a block of relocated values on top.
+        let mut engine = EngineConfig::new(Preset::Pink, geometry);
+        engine.dram_budget_bytes = geometry.capacity_bytes() / 1000
+            + engine.l0_bytes
+            + engine.value_bytes_max(geometry) as u64
+            + geometry.block_bytes();
+        DeviceConfig::with_engine(engine)
+    };
+    config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
+    config
+}
+
+fn bytes_of(text: &OsStr) -> Vec<u8> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        text.as_bytes().to_vec()
+    }
+    #[cfg(not(unix))]
+    {
+        text.to_string_lossy().into_owned().into_bytes()
+    }
+}
+
+fn device_failure(path: &Path, error: DeviceError) -> Failure {
+    Failure::work(format!("{}: {error}", path.display()))
+}
+
+/// Opens an image: it must exist and hold a kvssd device (never formats a blank array).
+fn open(path: &Path) -> Result<Device, Failure> {
+    let geometry = Flash::probe(path).map_err(|error| Failure::work(error.to_string()))?;
+    let device = Device::open_path(path, None, image_config(&geometry))
+        .map_err(|error| device_failure(path, error))?;
+    if device
+        .recovery_report()
+        .map_err(|error| device_failure(path, error))?
+        .is_none()
+    {
+        // Opening formatted a blank array: the image was never formatted by `kvssd format` (or
+        // lost both superblock copies). Leave it as found as far as possible.
+        let _ = device.into_flash();
+        return Err(Failure::work(format!(
+            "{}: not a kvssd device: no superblock copy found (format it first)",
+            path.display()
+        )));
+    }
+    Ok(device)
+}
+
+fn close(path: &Path, device: Device) -> Result<(), Failure> {
+    device
+        .close(0)
+        .map(drop)
+        .map_err(|error| device_failure(path, error))
+}
+
+fn format(args: FormatArgs) -> Outcome {
+    let mut profile = args.profile;
+    if let Some(blocks_per_die) = args.blocks_per_die {
+        profile.geometry.blocks_per_die = blocks_per_die;
+        profile
+            .geometry
+            .validate()
+            .map_err(|error| Failure::usage(error.to_string()))?;
+    }
+    if let Ok(metadata) = std::fs::metadata(&args.path) {
+        if !args.force {
+            let what = if Flash::probe(&args.path).is_ok() {
+                "holds a kvssd image"
+            } else if metadata.len() > 0 {
+                "exists"
+            } else {
+                "exists (empty)"
+            };
+            return Err(Failure::work(format!(
+                "{}: {what}; pass --force to overwrite it",
+                args.path.display()
+            )));
+        }
+        if metadata.is_file() {
+            std::fs::remove_file(&args.path)
+                .map_err(|error| Failure::work(format!("{}: {error}", args.path.display())))?;
+        }
+    }
+    let config = image_config(&profile.geometry);
+    let device = Device::create(&args.path, profile.geometry, None, config)
+        .map_err(|error| device_failure(&args.path, error))?;
+    let spec = match namespace_spec(&args.preset) {
+        Ok(spec) => spec,
+        Err(failure) => {
+            drop(device);
+            let _ = std::fs::remove_file(&args.path);
+            return Err(failure);
+        }
+    };
+    let id = match device.create_namespace(spec) {
+        Ok(id) => id,
+        Err(error) => {
+            drop(device);
+            let _ = std::fs::remove_file(&args.path);
+            return Err(Failure::work(format!(
+                "{}: cannot create the default namespace: {error}",
+                args.path.display()
+            )));
+        }
+    };
+    if id != NamespaceId(DEFAULT_NAMESPACE) {
+        return Err(Failure::work(format!(
+            "{}: the first namespace got id {id}, not {DEFAULT_NAMESPACE}",
+            args.path.display()
+        )));
+    }
+    close(&args.path, device)?;
+    println!(
+        "formatted {}: profile {} [{}], {} bytes of flash; namespace {id} ({}) is the default",
+        args.path.display(),
+        profile.name,
+        profile.geometry,
+        profile.geometry.pages_total() * u64::from(profile.geometry.page_bytes),
+        args.preset
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_value(value: Option<&OsString>) -> Result<Vec<u8>, Failure> {
+    match value {
+        Some(value) if value != "-" => Ok(bytes_of(value)),
+        _ => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .lock()
+                .take(VALUE_BYTES_MAX as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|error| Failure::work(format!("standard input: {error}")))?;
+            Ok(bytes)
+        }
+    }
+}
+
+fn put(args: PutArgs) -> Outcome {
+    let value = read_value(args.value.as_ref())?;
+    let device = open(&args.path)?;
+    let key = bytes_of(&args.key);
+    let stored = device.store(0, NamespaceId(args.ns), &key, &value, StoreMode::Upsert);
+    if let Err(error) = stored {
+        let _ = device.close(0);
+        return Err(device_failure(&args.path, error));
+    }
+    close(&args.path, device)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn get(args: KeyArgs) -> Outcome {
+    let device = open(&args.path)?;
+    let key = bytes_of(&args.key);
+    let found = device.retrieve(0, NamespaceId(args.ns), &key, None);
+    close(&args.path, device)?;
+    let (found, _) = found.map_err(|error| device_failure(&args.path, error))?;
+    let Some(found) = found else {
+        return Err(Failure::work(format!(
+            "key '{}' not found in namespace {}",
+            escape(&key),
+            args.ns
+        )));
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(&found.value)
+        .and_then(|()| stdout.flush())
+        .map_err(|error| Failure::work(format!("standard output: {error}")))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn delete(args: KeyArgs) -> Outcome {
+    let device = open(&args.path)?;
+    let key = bytes_of(&args.key);
+    let deleted = device.delete(0, NamespaceId(args.ns), &key);
+    close(&args.path, device)?;
+    deleted.map_err(|error| device_failure(&args.path, error))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Escapes bytes for one line of text: printable ASCII as is (backslash doubled), the rest as
+/// `\t`, `\n`, `\r` or `\xNN`.
+fn escape(bytes: &[u8]) -> String {
+    let mut text = String::with_capacity(bytes.len());
+    for &byte in bytes {
+        match byte {
+            b'\\' => text.push_str("\\\\"),
+            b'\t' => text.push_str("\\t"),
+            b'\n' => text.push_str("\\n"),
+            b'\r' => text.push_str("\\r"),
+            0x20..=0x7e => text.push(char::from(byte)),
+            _ => text.push_str(&format!("\\x{byte:02x}")),
+        }
+    }
+    text
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn scan(args: ScanArgs) -> Outcome {
+    let device = open(&args.path)?;
+    let result = scan_pairs(&device, &args);
+    close(&args.path, device)?;
+    let lines = result.map_err(|error| device_failure(&args.path, error))?;
+    let mut stdout = std::io::stdout().lock();
+    for line in lines {
+        writeln!(stdout, "{line}")
+            .map_err(|error| Failure::work(format!("standard output: {error}")))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn scan_pairs(device: &Device, args: &ScanArgs) -> Result<Vec<String>, DeviceError> {
+    let start = args.start.as_deref().map(bytes_of).unwrap_or_default();
+    let (iterator, mut t) = device.iter_open(
+        0,
+        NamespaceId(args.ns),
+        IterOptions::new(IterStart::Key(start), 0),
+    )?;
+    let limit = args.limit.unwrap_or(u64::MAX);
+    let mut lines = Vec::new();
+    'scan: loop {
+        let (batch, done) = device.iter_next(t, iterator, SCAN_BATCH_BYTES)?;
+        t = done;
+        for entry in batch.entries {
+            if lines.len() as u64 >= limit {
+                break 'scan;
+            }
+            let value = entry.value.unwrap_or_default();
+            lines.push(if args.hex {
+                format!("{}\t{}", hex(&entry.key), hex(&value))
+            } else {
+                format!("{}\t{}", escape(&entry.key), escape(&value))
+            });
+        }
+        if batch.end || lines.len() as u64 >= limit {
+            break;
+        }
+    }
+    device.iter_close(iterator)?;
+    Ok(lines)
+}
+
+fn ns_create(args: NsCreateArgs) -> Outcome {
+    let device = open(&args.path)?;
+    let mut spec = namespace_spec(&args.preset)?;
+    spec.quota_bytes = args.quota_bytes;
+    let created = device.create_namespace(spec);
+    close(&args.path, device)?;
+    let id = created.map_err(|error| device_failure(&args.path, error))?;
+    println!("{id}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ns_delete(args: NsDeleteArgs) -> Outcome {
+    let device = open(&args.path)?;
+    let deleted = device.delete_namespace(0, NamespaceId(args.id));
+    close(&args.path, device)?;
+    deleted.map_err(|error| device_failure(&args.path, error))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ns_list(args: PathArgs) -> Outcome {
+    let device = open(&args.path)?;
+    let listed = device.list_namespaces();
+    close(&args.path, device)?;
+    let namespaces = listed.map_err(|error| device_failure(&args.path, error))?;
+    println!("id\tpreset\tl0_entries\tlevels\tblocks\tvalid_bytes\tquota_bytes");
+    for info in namespaces {
+        println!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            info.id,
+            info.spec.preset.name(),
+            info.l0_entries,
+            info.levels,
+            info.blocks,
+            info.valid_bytes,
+            info.spec
+                .quota_bytes
+                .map_or_else(|| "-".to_string(), |quota| quota.to_string())
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Erase counts from the image's block table (they persist; the device's counters do not).
+fn lifetime_erases(path: &Path) -> Result<(u64, u32), Failure> {
+    let flash = Flash::open(path, None, None).map_err(|error| Failure::work(error.to_string()))?;
+    let geometry = *flash.geometry();
+    let mut total = 0u64;
+    let mut most = 0u32;
+    for block in 0..geometry.blocks_total() {
+        let count = flash
+            .erase_count(geometry.block_at(block))
+            .map_err(|error| Failure::work(error.to_string()))?;
+        total += u64::from(count);
+        most = most.max(count);
+    }
+    Ok((total, most))
+}
+
+fn stats(args: PathArgs) -> Outcome {
+    let (erases_total, erases_max) = lifetime_erases(&args.path)?;
+    let device = open(&args.path)?;
+    let gathered = device
+        .stats()
+        .and_then(|stats| Ok((stats, device.list_namespaces()?)));
+    let value_bytes_max = device.value_bytes_max().unwrap_or(0);
+    close(&args.path, device)?;
+    let (stats, namespaces) = gathered.map_err(|error| device_failure(&args.path, error))?;
+    let geometry = Flash::probe(&args.path).map_err(|error| Failure::work(error.to_string()))?;
+    let block_bytes = geometry.block_bytes();
+    let blocks_total = geometry.blocks_total();
+    println!("image {}", args.path.display());
+    println!("geometry {geometry}");
+    println!("capacity_bytes {}", blocks_total * block_bytes);
+    println!("value_bytes_max {value_bytes_max}");
+    println!(
+        "free_blocks {} of {blocks_total} ({} bytes free)",
+        stats.free_blocks,
+        stats.free_blocks * block_bytes
+    );
+    println!("erases_lifetime {erases_total} (most on one block: {erases_max})");
+    println!("device_gc_victims {}", stats.device_gc_victims);
+    println!("namespaces {}", stats.namespaces);
+    for info in &namespaces {
+        println!(
+            "namespace {} preset {}: l0_entries {} levels {} blocks {} valid_bytes {} flushes {} compactions {} gc_victims {}",
+            info.id,
+            info.spec.preset.name(),
+            info.l0_entries,
+            info.levels,
+            info.blocks,
+            info.valid_bytes,
+            info.flushes,
+            info.compactions,
+            info.gc_victims
+        );
+        println!(
+            "namespace {} dram_bytes: l0 {} level_lists {} pinned_segments {} bloom_filters {} total {} budget {}",
+            info.id,
+            info.dram.l0,
+            info.dram.level_lists,
+            info.dram.pinned_segments,
+            info.dram.bloom_filters,
+            info.dram.total(),
+            info.dram.budget
+        );
+    }
+    println!("flash counters since this open (recovery and the closing checkpoint):");
+    for purpose in Purpose::ALL {
+        let counts = stats.flash.of(purpose);
+        println!(
+            "flash {}: reads {} programs {} erases {}",
+            purpose.name(),
+            counts.reads,
+            counts.programs,
+            counts.erases
+        );
+    }
+    match stats.flash.write_amplification() {
+        Some(waf) => println!("write_amplification {waf:.3} (since this open)"),
+        None => println!("write_amplification n/a (no user data programmed since this open)"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(args: PathArgs) -> Outcome {
+    let device = open(&args.path)?;
+    // A checkpoint first trims the log, so a torn page a crash left at its tail is not reported.
+    let checked = device.checkpoint(0).and_then(|t| device.check(t));
+    close(&args.path, device)?;
+    let (report, _) = checked.map_err(|error| device_failure(&args.path, error))?;
+    println!(
+        "checked {}: {} namespaces, {} levels, {} meta pages read, {} pinned segments, {} index entries, {} records read, {} checkpoint and log pages read",
+        args.path.display(),
+        report.namespaces,
+        report.levels,
+        report.meta_pages_read,
+        report.pinned_segments,
+        report.entries,
+        report.records_read,
+        report.system_pages_read
+    );
+    if report.namespaces_skipped > 0 {
+        println!(
+            "skipped {} namespaces whose engine the checker cannot inspect",
+            report.namespaces_skipped
+        );
+    }
+    for problem in &report.problems {
+        println!("problem: {problem}");
+    }
+    if report.is_clean() {
+        println!("no problems found");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "kvssd: {}: {} problems found",
+            args.path.display(),
+            report.problems.len()
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+/// The `index`-th store of a write loop: its key and value (a pure function of seed and index).
+fn loop_pair(seed: u64, keys: u64, index: u64) -> (Vec<u8>, Vec<u8>) {
+    let mut state = seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut next = || {
+        // SplitMix64.
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let key = format!("key{:06}", next() % keys).into_bytes();
+    let len = 1 + (next() % 64) as usize;
+    let mut value = format!("{seed}:{index}:").into_bytes();
+    value.extend((0..len).map(|_| next() as u8));
+    (key, value)
+}
+
+fn write_loop(args: WriteLoopArgs) -> Outcome {
+    let device = open(&args.path)?;
+    let mut stdout = std::io::stdout().lock();
+    for index in 0..args.count {
+        let (key, value) = loop_pair(args.seed, args.keys, index);
+        // The intent goes out before the store, so a kill during it leaves the reader knowing
+        // which one write may or may not have happened.
+        writeln!(stdout, "pending {} {}", hex(&key), hex(&value))
+            .and_then(|()| stdout.flush())
+            .map_err(|error| Failure::work(format!("standard output: {error}")))?;
+        device
+            .store(0, NamespaceId(args.ns), &key, &value, StoreMode::Upsert)
+            .map_err(|error| device_failure(&args.path, error))?;
+        writeln!(stdout, "ack")
+            .and_then(|()| stdout.flush())
+            .map_err(|error| Failure::work(format!("standard output: {error}")))?;
+    }
+    close(&args.path, device)?;
+    Ok(ExitCode::SUCCESS)
+}
