@@ -227,11 +227,7 @@ fn namespace_spec(name: &str) -> Result<NamespaceSpec, Failure> {
             "namespaces of preset {name} are not supported by this device"
         ))
     })?;
-    #[allow(
-        clippy::useless_conversion,
-        reason = "the device's preset type is widening"
-    )]
-    Ok(NamespaceSpec::new(preset.into()))
+    Ok(NamespaceSpec::new(preset))
 }
 
 /// Runs an image tool.
