@@ -12,17 +12,29 @@
 //! * no deleted namespace or key comes back, and no key appears that was never written (a full scan
 //!   of every namespace sees exactly the model's keys).
 //!
+//! Under a write-ahead log with [`SyncPolicy::GroupCommit`] or [`SyncPolicy::None`] the promise is
+//! weaker and so is the check: the recovered state must be the state after some prefix of the
+//! commands that is at least as long as the prefix the device had reported durable
+//! ([`crate::Device::durable_sequence`]); an unsynced tail may be lost, never half a batch.
+//!
+//! Under power-loss protection the cut is announced ([`crate::Device::power_cut`]) between two
+//! commands (crash point N: before command N); the device writes its
+//! dump, which must stay within its bound ([`crate::durability::DumpBound`]); recovery must give
+//! back every command exactly.
+//!
+//! Bit flips are injected on reads during the workload too: reads retry, so no command may fail
+//! and none may return wrong data.
+//!
 //! A failure names its seed, preset and crash point, and the `kvssd crash-test` command that
 //! replays it.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kvssd_engine::Preset;
 use kvssd_flash::{FaultConfig, Flash, Profile, SimTime};
 
 use crate::{
     BatchOp, Device, DeviceConfig, DeviceError, Durability, IterOptions, IterStart, NamespaceId,
-    NamespaceSpec, StoreMode, SyncPolicy,
+    NamespaceSpec, PresetKind, StoreMode, SyncPolicy,
 };
 
 /// One crash pass's settings.
@@ -31,24 +43,48 @@ pub struct CrashConfig {
     /// Seed of workload and faults.
     pub seed: u64,
     /// Engine preset of the workload's namespaces.
-    pub preset: Preset,
+    pub preset: PresetKind,
+    /// The durability mode under test.
+    pub durability: Durability,
     /// Commands in the workload.
     pub commands: usize,
     /// Probability that a program in flight at the cut leaves a torn page.
     pub torn_program_probability: f64,
     /// Probability that a read after the cut flips a bit.
     pub bit_flip_probability: f64,
+    /// Probability that a read during the workload flips a bit.
+    pub workload_bit_flip_probability: f64,
 }
 
 impl CrashConfig {
     /// The CI workload for a preset: small enough to cut at every flash operation.
-    pub fn small(seed: u64, preset: Preset) -> CrashConfig {
+    pub fn small(seed: u64, preset: impl Into<PresetKind>) -> CrashConfig {
         CrashConfig {
             seed,
-            preset,
+            preset: preset.into(),
+            durability: Durability::WriteAheadLog(SyncPolicy::EveryCommand),
             commands: 150,
             torn_program_probability: 1.0 / 3.0,
             bit_flip_probability: 0.01,
+            workload_bit_flip_probability: 0.002,
+        }
+    }
+
+    /// The same workload under another durability mode.
+    pub fn with_durability(self, durability: Durability) -> CrashConfig {
+        CrashConfig { durability, ..self }
+    }
+
+    /// The durability mode's name, for reports.
+    pub fn mode_name(&self) -> String {
+        match self.durability {
+            Durability::Volatile => "volatile".into(),
+            Durability::PowerLossProtection => "plp".into(),
+            Durability::WriteAheadLog(SyncPolicy::EveryCommand) => "wal/every-command".into(),
+            Durability::WriteAheadLog(SyncPolicy::GroupCommit { max_records }) => {
+                format!("wal/group-commit-{max_records}")
+            }
+            Durability::WriteAheadLog(SyncPolicy::None) => "wal/none".into(),
         }
     }
 }
@@ -162,13 +198,21 @@ fn workload(config: &CrashConfig) -> Vec<Command> {
 
 type State = BTreeMap<usize, BTreeMap<Vec<u8>, Vec<u8>>>;
 
-/// The device configuration the harness uses.
+/// The device configuration the harness uses (write-ahead log, sync per command).
 pub fn harness_config() -> (Profile, DeviceConfig) {
+    harness_config_for(Durability::WriteAheadLog(SyncPolicy::EveryCommand))
+}
+
+/// The device configuration the harness uses under a durability mode.
+pub fn harness_config_for(durability: Durability) -> (Profile, DeviceConfig) {
     let profile = Profile::test_min();
     let mut config = DeviceConfig::test_min();
-    // A small L0, so the workload flushes, compacts and collects garbage many times.
+    // A small L0 and write buffer, so the workload flushes, compacts and collects garbage many
+    // times.
     config.engine.l0_bytes = 600;
-    config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
+    config.hash.write_buffer_bytes = 600;
+    config.kaml.write_buffer_bytes = 600;
+    config.durability = durability;
     (profile, config)
 }
 
@@ -177,8 +221,16 @@ struct Run {
     state: State,
     /// Namespace id by slot (acknowledged).
     ids: BTreeMap<usize, u32>,
+    /// The state after each prefix of the acknowledged commands (index k: after k commands).
+    prefixes: Vec<(State, BTreeMap<usize, u32>)>,
+    /// The longest prefix the device reported durable.
+    durable_prefix: usize,
     /// The command in flight at the cut, if any.
     in_flight: Option<Command>,
+    /// Flash operations at the end of each acknowledged command.
+    boundaries: Vec<u64>,
+    /// Power-loss protection: what the dump wrote at the cut.
+    dump: Option<crate::durability::DumpReport>,
 }
 
 fn apply(state: &mut State, ids: &mut BTreeMap<usize, u32>, command: &Command, new_id: u32) {
@@ -219,7 +271,7 @@ fn execute(
     t: SimTime,
     ids: &BTreeMap<usize, u32>,
     command: &Command,
-    preset: Preset,
+    preset: PresetKind,
 ) -> Result<(SimTime, u32), DeviceError> {
     let id = |s: &usize| NamespaceId(ids.get(s).copied().unwrap_or(0));
     match command {
@@ -262,15 +314,36 @@ fn execute(
     }
 }
 
+fn flash_operations(device: &Device) -> u64 {
+    device
+        .lock()
+        .map_or(0, |core| core.space.flash().operations())
+}
+
+/// Whether every record logged so far is durable (always, without a log).
+fn all_durable(device: &Device) -> bool {
+    let Ok(core) = device.lock() else {
+        return false;
+    };
+    match &core.journal {
+        None => true,
+        Some(shared) => shared
+            .lock()
+            .is_ok_and(|journal| journal.durable_lsn.map_or(0, |lsn| lsn + 1) >= journal.next_lsn),
+    }
+}
+
 /// Runs the workload with power cut after `cut_after` flash operations (`None`: no cut).
 fn run(config: &CrashConfig, cut_after: Option<u64>) -> Result<(Run, Flash), String> {
-    let (profile, device_config) = harness_config();
+    let (profile, device_config) = harness_config_for(config.durability);
+    let announced = config.durability == Durability::PowerLossProtection;
     let mut flash =
         Flash::new(profile.geometry, Some(profile.timing)).map_err(|e| e.to_string())?;
     flash.set_faults(FaultConfig {
         seed: config.seed,
-        power_cut_after_operations: cut_after,
+        power_cut_after_operations: if announced { None } else { cut_after },
         torn_program_probability: config.torn_program_probability,
+        bit_flip_probability: config.workload_bit_flip_probability,
         ..FaultConfig::default()
     });
     let mut state = State::new();
@@ -285,14 +358,29 @@ fn run(config: &CrashConfig, cut_after: Option<u64>) -> Result<(Run, Flash), Str
     };
     let mut in_flight = None;
     let mut t: SimTime = 0;
+    let mut prefixes = vec![(state.clone(), ids.clone())];
+    let mut durable_prefix = 0;
+    let mut boundaries = Vec::new();
+    let mut dump = None;
     // Slot 0 is created first (an acknowledged command like any other).
     let mut all = vec![Command::CreateFirst];
     all.extend(commands);
     for (index, command) in all.into_iter().enumerate() {
+        if announced && cut_after == Some(index as u64) {
+            dump = device
+                .power_cut(t)
+                .map_err(|e| format!("the dump failed: {e}"))?;
+            break;
+        }
         match execute(&device, t, &ids, &command, config.preset) {
             Ok((done, new_id)) => {
                 t = done;
                 apply(&mut state, &mut ids, &command, new_id);
+                prefixes.push((state.clone(), ids.clone()));
+                boundaries.push(flash_operations(&device));
+                if all_durable(&device) {
+                    durable_prefix = prefixes.len() - 1;
+                }
             }
             Err(error) => {
                 if device.is_power_cut().unwrap_or(true) {
@@ -305,12 +393,22 @@ fn run(config: &CrashConfig, cut_after: Option<u64>) -> Result<(Run, Flash), Str
             }
         }
     }
+    if announced && cut_after.is_some() && dump.is_none() && in_flight.is_none() {
+        // The cut comes after the last command.
+        dump = device
+            .power_cut(t)
+            .map_err(|e| format!("the dump failed: {e}"))?;
+    }
     let flash = device.into_flash().map_err(|e| e.to_string())?;
     Ok((
         Run {
             state,
             ids,
+            prefixes,
+            durable_prefix,
             in_flight,
+            boundaries,
+            dump,
         },
         flash,
     ))
@@ -367,18 +465,53 @@ fn get(device: &Device, id: u32, key: &[u8]) -> Result<Option<Vec<u8>>, String> 
     Err(format!("retrieve failed: {last}"))
 }
 
-/// Checks a recovered device against the model; `Err` says what is wrong.
-fn check(device: &Device, run: &Run, preset: Preset) -> Result<(), String> {
-    let listed: BTreeSet<u32> = device
+/// What a recovered device holds: namespace ids and each one's pairs.
+type Found = BTreeMap<u32, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// Reads every namespace whole: a full scan where iterators exist, and a retrieve of every key the
+/// workload uses (which must agree with the scan).
+fn read_device(device: &Device, preset: PresetKind) -> Result<Found, String> {
+    let listed: Vec<u32> = device
         .list_namespaces()
         .map_err(|e| e.to_string())?
         .iter()
         .map(|info| info.id.0)
         .collect();
-    let before = (&run.state, &run.ids);
-    let mut after_state = run.state.clone();
-    let mut after_ids = run.ids.clone();
-    let mut candidates = vec![before];
+    let mut found = Found::new();
+    for id in listed {
+        let mut pairs = BTreeMap::new();
+        for key in 0..24 {
+            let key = format!("key{key:03}").into_bytes();
+            if let Some(value) = get(device, id, &key)? {
+                pairs.insert(key, value);
+            }
+        }
+        if crate::supports_iterators(preset) {
+            let scanned = scan_all(device, id)?;
+            if scanned != pairs {
+                let diff: Vec<String> = scanned
+                    .keys()
+                    .chain(pairs.keys())
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .filter(|key| scanned.get(*key) != pairs.get(*key))
+                    .map(|key| String::from_utf8_lossy(key).into_owned())
+                    .collect();
+                return Err(format!(
+                    "namespace {id}: scan and retrieve disagree at keys {diff:?}"
+                ));
+            }
+        }
+        found.insert(id, pairs);
+    }
+    Ok(found)
+}
+
+/// Checks a recovered device against the model; `Err` says what is wrong.
+fn check(device: &Device, run: &Run, preset: PresetKind) -> Result<(), String> {
+    let found = read_device(device, preset)?;
+    let listed: BTreeSet<u32> = found.keys().copied().collect();
+    let mut candidates: Vec<(State, BTreeMap<usize, u32>)> = Vec::new();
     if let Some(command) = &run.in_flight {
         // A namespace created in flight gets the next id; find it among the listed ones.
         let new_id = listed
@@ -386,62 +519,61 @@ fn check(device: &Device, run: &Run, preset: Preset) -> Result<(), String> {
             .copied()
             .find(|id| !run.ids.values().any(|known| known == id))
             .unwrap_or(0);
+        let mut after_state = run.state.clone();
+        let mut after_ids = run.ids.clone();
         apply(&mut after_state, &mut after_ids, command, new_id);
-        candidates.push((&after_state, &after_ids));
+        candidates.push((after_state, after_ids));
+    }
+    // Newest first: the acknowledged state, then (without sync per command) shorter prefixes down
+    // to the one the device had reported durable.
+    let newest = run.prefixes.len().saturating_sub(1);
+    for k in (run.durable_prefix.min(newest)..=newest).rev() {
+        candidates.push(run.prefixes[k].clone());
     }
     let mut reasons = Vec::new();
-    for (state, ids) in candidates {
-        match matches(device, &listed, state, ids, preset) {
+    for (state, ids) in &candidates {
+        match matches(&found, state, ids) {
             Ok(()) => return Ok(()),
             Err(reason) => reasons.push(reason),
         }
     }
+    reasons.truncate(2);
     Err(reasons.join("; or "))
 }
 
-fn matches(
-    device: &Device,
-    listed: &BTreeSet<u32>,
-    state: &State,
-    ids: &BTreeMap<usize, u32>,
-    preset: Preset,
-) -> Result<(), String> {
+fn matches(found: &Found, state: &State, ids: &BTreeMap<usize, u32>) -> Result<(), String> {
     let expected: BTreeSet<u32> = ids.values().copied().collect();
-    if &expected != listed {
+    let listed: BTreeSet<u32> = found.keys().copied().collect();
+    if expected != listed {
         return Err(format!(
             "namespaces {listed:?} where the model has {expected:?}"
         ));
     }
+    let empty = BTreeMap::new();
     for (slot, id) in ids {
-        let empty = BTreeMap::new();
         let model = state.get(slot).unwrap_or(&empty);
-        if crate::supports_iterators(preset) {
-            let found = scan_all(device, *id)?;
-            if &found != model {
-                let diff: Vec<String> = model
-                    .keys()
-                    .chain(found.keys())
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .filter(|key| model.get(*key) != found.get(*key))
-                    .map(|key| String::from_utf8_lossy(key).into_owned())
-                    .collect();
-                return Err(format!("namespace {id} differs at keys {diff:?}"));
-            }
-        }
-        for key in 0..24 {
-            let key = format!("key{key:03}").into_bytes();
-            let value = get(device, *id, &key)?;
-            if value.as_ref() != model.get(&key) {
-                return Err(format!(
-                    "namespace {id} key {} is {:?}, model {:?}",
-                    String::from_utf8_lossy(&key),
-                    value.map(|v| String::from_utf8_lossy(&v).into_owned()),
-                    model
-                        .get(&key)
-                        .map(|v| String::from_utf8_lossy(v).into_owned())
-                ));
-            }
+        let pairs = found.get(id).unwrap_or(&empty);
+        if pairs != model {
+            let diff: Vec<String> = model
+                .keys()
+                .chain(pairs.keys())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .filter(|key| model.get(*key) != pairs.get(*key))
+                .map(|key| {
+                    format!(
+                        "{}: {:?} (model {:?})",
+                        String::from_utf8_lossy(key),
+                        pairs
+                            .get(key)
+                            .map(|v| String::from_utf8_lossy(v).into_owned()),
+                        model
+                            .get(key)
+                            .map(|v| String::from_utf8_lossy(v).into_owned())
+                    )
+                })
+                .collect();
+            return Err(format!("namespace {id} differs at {diff:?}"));
         }
     }
     Ok(())
@@ -456,6 +588,15 @@ pub fn crash_point(config: &CrashConfig, cut_after: u64) -> Result<(u64, u64), S
         Err(error) if error.starts_with("format failed") => return Ok((0, 0)),
         Err(error) => return Err(error),
     };
+    if let Some(dump) = run.dump {
+        let bound = dump.bound;
+        if dump.page_programs > bound.page_programs
+            || dump.erases > bound.erases
+            || dump.record_bytes > bound.record_bytes
+        {
+            return Err(format!("the dump exceeded its bound: {dump:?}"));
+        }
+    }
     flash.restore_power();
     flash.set_faults(FaultConfig {
         seed: config.seed ^ cut_after,
@@ -463,7 +604,7 @@ pub fn crash_point(config: &CrashConfig, cut_after: u64) -> Result<(u64, u64), S
         bit_flip_probability: config.bit_flip_probability,
         ..FaultConfig::default()
     });
-    let (_, device_config) = harness_config();
+    let (_, device_config) = harness_config_for(config.durability);
     let device = match Device::open(flash, device_config) {
         Ok(device) => device,
         Err(error) => return Err(format!("recovery failed: {error}")),
@@ -480,19 +621,25 @@ pub fn crash_point(config: &CrashConfig, cut_after: u64) -> Result<(u64, u64), S
 
 /// Flash operations of the whole workload (a dry run without a cut).
 pub fn workload_operations(config: &CrashConfig) -> Result<u64, String> {
+    Ok(dry_run(config)?.0)
+}
+
+/// The dry run: flash operations of the whole workload and at the end of each command.
+fn dry_run(config: &CrashConfig) -> Result<(u64, Vec<u64>), String> {
     let (run, flash) = run(config, None)?;
     if run.in_flight.is_some() {
         return Err("the dry run lost power".into());
     }
-    Ok(flash.operations())
+    Ok((flash.operations(), run.boundaries))
 }
 
 /// The command line that replays one crash point.
 pub fn replay_command(config: &CrashConfig, cut_after: u64) -> String {
     format!(
-        "kvssd crash-test --seed {} --preset {} --commands {} --at {cut_after}",
+        "kvssd crash-test --seed {} --preset {} --mode {} --commands {} --at {cut_after}",
         config.seed,
         config.preset.name(),
+        config.mode_name(),
         config.commands
     )
 }
@@ -500,25 +647,38 @@ pub fn replay_command(config: &CrashConfig, cut_after: u64) -> String {
 /// Runs a pass: every crash point of the workload, or a seeded sample.
 pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
     let mut outcome = CrashOutcome::default();
-    let total = match workload_operations(config) {
+    let (total, boundaries) = match dry_run(config) {
         Ok(total) => total,
         Err(error) => {
             outcome.failures.push(format!(
-                "seed {} preset {}: dry run failed: {error}",
+                "seed {} preset {} mode {}: dry run failed: {error}",
                 config.seed,
-                config.preset.name()
+                config.preset.name(),
+                config.mode_name()
             ));
             return outcome;
         }
     };
     outcome.workload_operations = total;
-    let cuts: Vec<u64> = match points {
+    let mut cuts: Vec<u64> = match points {
         CrashPoints::All => (0..total).collect(),
         CrashPoints::Sample(n) => {
             let mut rng = Rng(config.seed ^ 0x5eed);
             (0..n).map(|_| rng.below(total)).collect()
         }
     };
+    if config.durability == Durability::PowerLossProtection {
+        // An announced cut happens between commands: a point before each command and one after
+        // the last (the point is the command's index).
+        let commands = boundaries.len() as u64;
+        cuts = match points {
+            CrashPoints::All => (0..=commands).collect(),
+            CrashPoints::Sample(n) => {
+                let mut rng = Rng(config.seed ^ 0x5eed);
+                (0..n).map(|_| rng.below(commands + 1)).collect()
+            }
+        };
+    }
     for cut in cuts {
         outcome.crash_points += 1;
         match crash_point(config, cut) {
@@ -530,9 +690,10 @@ pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
                 outcome.recovery_simulated_ns_total += simulated_ns;
             }
             Err(error) => outcome.failures.push(format!(
-                "seed {} preset {} cut after {cut}: {error} (replay: {})",
+                "seed {} preset {} mode {} cut after {cut}: {error} (replay: {})",
                 config.seed,
                 config.preset.name(),
+                config.mode_name(),
                 replay_command(config, cut)
             )),
         }

@@ -4,14 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
+use kvssd_engine::hash::{HashConfig, HashIndex, HashPreset};
 use kvssd_engine::{EngineConfig, EngineError, LsmTree, Preset, SnapshotIter};
 use kvssd_flash::{Flash, Profile, SimTime};
 use kvssd_space::{Space, SpaceConfig};
 
-use crate::error::preset_name;
+pub(crate) use crate::engines::NamespaceEngine;
 use crate::{
     BatchOp, ByteRange, DeviceError, DeviceStats, IterOptions, IterStart, IteratorId, IteratorInfo,
-    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Retrieved, StoreMode,
+    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, PresetKind, Retrieved, StoreMode,
     BATCH_OPERATIONS_MAX, ITERATORS_OPEN_MAX, KEY_BYTES_MAX, NAMESPACES_MAX, PREFETCH_DEGREE_MAX,
     VALUE_BYTES_MAX,
 };
@@ -27,6 +28,10 @@ pub struct DeviceConfig {
     /// The engine configuration each namespace starts from; its preset, features and namespace id
     /// are replaced by the namespace's.
     pub engine: EngineConfig,
+    /// The configuration `hash` namespaces start from (namespace id and space replaced).
+    pub hash: HashConfig,
+    /// The configuration `kaml` namespaces start from (namespace id and space replaced).
+    pub kaml: HashConfig,
     /// Device-wide GC starts when free blocks fall below this many.
     pub gc_threshold_blocks: u64,
     /// Most iterators open at once.
@@ -51,6 +56,11 @@ pub enum Durability {
     /// Write-ahead log with checkpoints; recovery = newest checkpoint + log replay. The only mode
     /// on file media.
     WriteAheadLog(crate::durability::SyncPolicy),
+    /// Power-loss protection (the papers' capacitor; simulated flash only): no log; DRAM state is
+    /// safe until [`Device::power_cut`], which writes it to a dump (within
+    /// [`Device::plp_dump_bound`] page programs) before the flash loses power; recovery loads the
+    /// dump.
+    PowerLossProtection,
 }
 
 impl DeviceConfig {
@@ -58,18 +68,37 @@ impl DeviceConfig {
     /// root.
     pub fn new(profile: &Profile) -> DeviceConfig {
         let engine = EngineConfig::new(Preset::Pink, &profile.geometry);
-        DeviceConfig::with_engine(engine)
+        let mut config = DeviceConfig::with_engine(engine);
+        config.hash = HashConfig::new(HashPreset::Hash, &profile.geometry);
+        config.kaml = HashConfig::new(HashPreset::Kaml, &profile.geometry);
+        config
     }
 
     /// A configuration for `Profile::test_min()` under which flushes, compactions and GC happen
     /// within a few hundred operations (the engine's `test_min` configuration).
     pub fn test_min() -> DeviceConfig {
-        DeviceConfig::with_engine(EngineConfig::test_min(Preset::Pink))
+        let mut config = DeviceConfig::with_engine(EngineConfig::test_min(Preset::Pink));
+        config.hash = HashConfig::test_min(HashPreset::Hash);
+        // A table of 19 bucket pages with 8 cached: small enough to share the tiny flash with
+        // other namespaces, large enough that evictions and write-backs happen.
+        config.hash.table_slots = 1024;
+        config.kaml = HashConfig::test_min(HashPreset::Kaml);
+        config
     }
 
     /// Limits of the crate root around an engine template.
     pub fn with_engine(engine: EngineConfig) -> DeviceConfig {
         let space = engine.space.clone();
+        let hash_template = |preset: HashPreset| {
+            let mut config = HashConfig::new(preset, &Profile::test_min().geometry);
+            config.space = engine.space.clone();
+            config.dram_budget_bytes = engine.dram_budget_bytes;
+            config.delete_reserve_blocks = engine.delete_reserve_blocks;
+            config.cpu = engine.cpu;
+            config
+        };
+        let hash = hash_template(HashPreset::Hash);
+        let kaml = hash_template(HashPreset::Kaml);
         DeviceConfig {
             gc_threshold_blocks: u64::from(space.gc_reserve_blocks)
                 + u64::from(engine.delete_reserve_blocks)
@@ -77,6 +106,8 @@ impl DeviceConfig {
                 + 2,
             space,
             engine,
+            hash,
+            kaml,
             iterators_open_max: ITERATORS_OPEN_MAX,
             namespaces_max: NAMESPACES_MAX,
             batch_operations_max: BATCH_OPERATIONS_MAX,
@@ -86,27 +117,24 @@ impl DeviceConfig {
     }
 }
 
-/// The index of a namespace. Adding an engine kind means adding a variant and its arms here.
-pub(crate) enum NamespaceEngine {
-    /// `pink`, `pink-noopt`, `pink-range`, `lightstore`.
-    Lsm(LsmTree),
-}
-
 pub(crate) struct Namespace {
     pub(crate) spec: NamespaceSpec,
     pub(crate) engine: NamespaceEngine,
 }
 
 impl Namespace {
-    pub(crate) fn lsm(&mut self) -> &mut LsmTree {
+    /// The LSM tree of an LSM namespace (iterators and snapshots need one).
+    pub(crate) fn lsm(&mut self) -> Option<&mut LsmTree> {
         match &mut self.engine {
-            NamespaceEngine::Lsm(tree) => tree,
+            NamespaceEngine::Lsm(tree) => Some(tree),
+            NamespaceEngine::Hash(_) => None,
         }
     }
 
-    pub(crate) fn lsm_ref(&self) -> &LsmTree {
+    pub(crate) fn lsm_ref(&self) -> Option<&LsmTree> {
         match &self.engine {
-            NamespaceEngine::Lsm(tree) => tree,
+            NamespaceEngine::Lsm(tree) => Some(tree),
+            NamespaceEngine::Hash(_) => None,
         }
     }
 }
@@ -135,6 +163,10 @@ pub(crate) struct Core {
     /// Sum of the trees' activity counts at the last checkpoint.
     pub(crate) activity_at_checkpoint: u64,
     pub(crate) recovery: Option<crate::durability::RecoveryReport>,
+    /// With power-loss protection: the durable structures the dump at a power cut updates.
+    pub(crate) plp: Option<crate::durability::journal::Journal>,
+    /// With power-loss protection: what the last dump wrote.
+    pub(crate) last_dump: Option<crate::durability::plp::DumpReport>,
 }
 
 /// A key-value SSD: namespaces of different engines sharing one flash array, the command set of
@@ -175,6 +207,8 @@ impl Core {
             journal: None,
             activity_at_checkpoint: 0,
             recovery: None,
+            plp: None,
+            last_dump: None,
         }
     }
 }
@@ -333,7 +367,7 @@ impl Device {
         let core = &mut *core;
         let mut t = at;
         for namespace in core.namespaces.values_mut() {
-            t = namespace.lsm().flush_l0(&mut core.space, t)?;
+            t = namespace.engine.flush(&mut core.space, t)?;
         }
         Ok(t)
     }
@@ -373,15 +407,7 @@ impl Core {
             .clone()
             .unwrap_or_else(|| (0..logs_total).collect());
         let id = self.next_namespace;
-        let mut config = self.config.engine.clone();
-        config.preset = spec.preset;
-        config.features = spec.preset.features();
-        config.namespace = id;
-        config.space = self.space.config().clone();
-        let tree = LsmTree::open(&self.space, config).map_err(|error| match error {
-            EngineError::Config(what) => DeviceError::NamespaceSpec(what),
-            other => DeviceError::from(other),
-        })?;
+        let engine = self.open_engine(id, spec.preset, None)?;
         self.space
             .set_namespace_logs(id, &logs)
             .map_err(|error| DeviceError::NamespaceSpec(error.to_string()))?;
@@ -391,15 +417,64 @@ impl Core {
         };
         self.log_namespace_created(id, &spec)?;
         self.next_namespace += 1;
-        self.namespaces.insert(
-            id,
-            Namespace {
-                spec,
-                engine: NamespaceEngine::Lsm(tree),
-            },
-        );
+        self.namespaces.insert(id, Namespace { spec, engine });
         self.checkpoint_if_durable()?;
         Ok(NamespaceId(id))
+    }
+
+    /// The index of a namespace `id` of `preset`: empty, or restored from a checkpoint's bytes.
+    pub(crate) fn open_engine(
+        &self,
+        id: u32,
+        preset: PresetKind,
+        saved: Option<&[u8]>,
+    ) -> Result<NamespaceEngine> {
+        let config_error = |what: String| DeviceError::NamespaceSpec(what);
+        match preset {
+            PresetKind::Lsm(preset) => {
+                let mut config = self.config.engine.clone();
+                config.preset = preset;
+                config.features = preset.features();
+                config.namespace = id;
+                config.space = self.space.config().clone();
+                let tree = match saved {
+                    None => LsmTree::open(&self.space, config),
+                    Some(bytes) => LsmTree::restore(&self.space, config, bytes),
+                };
+                tree.map(NamespaceEngine::Lsm).map_err(|error| match error {
+                    EngineError::Config(what) => config_error(what),
+                    EngineError::DramBudgetTooSmall { .. } => config_error(error.to_string()),
+                    other if saved.is_some() => {
+                        DeviceError::CheckpointCorrupt(format!("namespace {id}: {other}"))
+                    }
+                    other => DeviceError::from(other),
+                })
+            }
+            PresetKind::Hash(preset) => {
+                let mut config = match preset {
+                    HashPreset::Hash => self.config.hash.clone(),
+                    HashPreset::Kaml => self.config.kaml.clone(),
+                };
+                config.preset = preset;
+                config.namespace = id;
+                config.space = self.space.config().clone();
+                let index = match saved {
+                    None => HashIndex::open(&self.space, config),
+                    Some(bytes) => HashIndex::restore(&self.space, config, bytes),
+                };
+                index
+                    .map(NamespaceEngine::Hash)
+                    .map_err(|error| match error {
+                        kvssd_engine::hash::HashError::Engine(
+                            EngineError::Config(_) | EngineError::DramBudgetTooSmall { .. },
+                        ) => config_error(error.to_string()),
+                        other if saved.is_some() => {
+                            DeviceError::CheckpointCorrupt(format!("namespace {id}: {other}"))
+                        }
+                        other => DeviceError::from(other),
+                    })
+            }
+        }
     }
 
     fn delete_namespace(&mut self, at: SimTime, id: NamespaceId) -> Result<SimTime> {
@@ -429,8 +504,7 @@ impl Core {
         self.namespaces
             .iter()
             .map(|(&id, namespace)| {
-                let tree = namespace.lsm_ref();
-                let stats = tree.stats(&self.space);
+                let summary = namespace.engine.summary(&self.space);
                 let open: Vec<&OpenIterator> = self
                     .iterators
                     .values()
@@ -441,17 +515,18 @@ impl Core {
                     spec: namespace.spec.clone(),
                     valid_bytes: self.space.namespace_valid_bytes(id),
                     blocks: self.space.namespace_blocks(id),
-                    l0_entries: stats.l0_entries,
-                    levels: stats.levels.len(),
-                    flushes: stats.flushes,
-                    compactions: stats.compactions,
-                    gc_victims: stats.gc_meta_victims + stats.gc_data_victims,
-                    dram: stats.dram,
+                    l0_entries: summary.l0_entries,
+                    levels: summary.levels,
+                    flushes: summary.flushes,
+                    compactions: summary.compactions,
+                    gc_victims: summary.gc_victims,
+                    dram: summary.dram,
                     iterators_open: open.len(),
-                    snapshot_dram_bytes: open
-                        .iter()
-                        .map(|open| tree.snapshot_dram_bytes(open.iter.snapshot()))
-                        .sum(),
+                    snapshot_dram_bytes: namespace.lsm_ref().map_or(0, |tree| {
+                        open.iter()
+                            .map(|open| tree.snapshot_dram_bytes(open.iter.snapshot()))
+                            .sum()
+                    }),
                 }
             })
             .collect()
@@ -472,7 +547,7 @@ impl Core {
             return Ok(());
         };
         let footprint = self.space.record_footprint(key.len(), value_len);
-        let used = self.space.namespace_valid_bytes(id.0) + namespace.lsm_ref().l0_bytes();
+        let used = self.space.namespace_valid_bytes(id.0) + namespace.engine.staged_dram_bytes();
         if used + staged_bytes + footprint > quota_bytes {
             return Err(DeviceError::QuotaExceeded {
                 namespace: id,
@@ -492,12 +567,8 @@ impl Core {
         if mode == StoreMode::Upsert {
             return Ok(at);
         }
-        let space = &mut self.space;
-        let tree = match self.namespaces.get_mut(&id.0) {
-            Some(namespace) => namespace.lsm(),
-            None => return Err(DeviceError::NamespaceUnknown(id)),
-        };
-        let (present, t) = tree.contains(space, at, key)?;
+        let (space, engine) = self.split(id)?;
+        let (present, t) = engine.contains(space, at, key)?;
         match (mode, present) {
             (StoreMode::UpdateOnly, false) => Err(DeviceError::KeyMissing),
             (StoreMode::InsertOnly, true) => Err(DeviceError::KeyExists),
@@ -528,34 +599,30 @@ impl Core {
         let t = self.check_mode(at, id, key, mode)?;
         self.check_quota(id, key, value.len(), 0)?;
         let first = {
-            let space = &mut self.space;
-            self.namespaces
-                .get_mut(&id.0)
-                .ok_or(DeviceError::NamespaceUnknown(id))?
-                .lsm()
-                .put(space, t, key, value)
+            let (space, engine) = self.split(id)?;
+            engine.put(space, t, key, value)
         };
         let t = match first {
             Ok(t) => t,
             // The namespace could not free enough of its own blocks: collect other namespaces'
             // garbage, then try once more (a refused put changed nothing).
-            Err(EngineError::CapacityExceeded(_)) => {
+            Err(DeviceError::CapacityExceeded(_)) => {
                 let t = self.device_gc(t, true)?;
-                let (space, tree) = self.split(id)?;
-                tree.put(space, t, key, value)?
+                let (space, engine) = self.split(id)?;
+                engine.put(space, t, key, value)?
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(error),
         };
         self.device_gc(t, false)
     }
 
-    /// The space and a namespace's tree, borrowed together.
-    fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut LsmTree)> {
-        let tree = match self.namespaces.get_mut(&id.0) {
-            Some(namespace) => namespace.lsm(),
+    /// The space and a namespace's index, borrowed together.
+    pub(crate) fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut NamespaceEngine)> {
+        let engine = match self.namespaces.get_mut(&id.0) {
+            Some(namespace) => &mut namespace.engine,
             None => return Err(DeviceError::NamespaceUnknown(id)),
         };
-        Ok((&mut self.space, tree))
+        Ok((&mut self.space, engine))
     }
 
     /// Collects victims of any namespace while free blocks are below the device-wide threshold
@@ -568,6 +635,8 @@ impl Core {
             self.config.gc_threshold_blocks
         };
         let rounds_max = self.space.geometry().blocks_total();
+        // Namespaces whose candidate could not be relocated this time.
+        let mut skipped: BTreeSet<u32> = BTreeSet::new();
         for _ in 0..rounds_max {
             if self.space.free_blocks() >= target {
                 break;
@@ -576,7 +645,10 @@ impl Core {
             // accepts (pink only takes a data block L0 can absorb).
             let mut best: Option<(u64, u32, u64)> = None;
             for (&id, namespace) in &self.namespaces {
-                if let Some(block) = namespace.lsm_ref().gc_candidate(&self.space) {
+                if skipped.contains(&id) {
+                    continue;
+                }
+                if let Some(block) = namespace.engine.gc_candidate(&self.space) {
                     let valid = self.space.block_valid_bytes(block);
                     if best.is_none_or(|(_, _, best_valid)| valid < best_valid) {
                         best = Some((block, id, valid));
@@ -588,8 +660,15 @@ impl Core {
             let Some(namespace) = self.namespaces.get_mut(&id) else {
                 break;
             };
-            t = namespace.lsm().collect_victim(space, t, block)?;
-            self.device_gc_victims += 1;
+            match namespace.engine.collect_victim(space, t, block)? {
+                Some(done) => {
+                    t = done;
+                    self.device_gc_victims += 1;
+                }
+                None => {
+                    skipped.insert(id);
+                }
+            }
         }
         Ok(t)
     }
@@ -602,12 +681,8 @@ impl Core {
         range: Option<ByteRange>,
     ) -> Result<(Option<Retrieved>, SimTime)> {
         check_key(key)?;
-        let space = &mut self.space;
-        let tree = match self.namespaces.get_mut(&id.0) {
-            Some(namespace) => namespace.lsm(),
-            None => return Err(DeviceError::NamespaceUnknown(id)),
-        };
-        let (value, t) = tree.get(space, at, key)?;
+        let (space, engine) = self.split(id)?;
+        let (value, t) = engine.get(space, at, key)?;
         let Some(value) = value else {
             return Ok((None, t));
         };
@@ -638,20 +713,16 @@ impl Core {
             return self.logged_single(at, operation);
         }
         check_key(key)?;
-        let space = &mut self.space;
-        let tree = match self.namespaces.get_mut(&id.0) {
-            Some(namespace) => namespace.lsm(),
-            None => return Err(DeviceError::NamespaceUnknown(id)),
-        };
-        let t = match tree.delete(space, at, key) {
+        let (space, engine) = self.split(id)?;
+        let t = match engine.delete(space, at, key) {
             Ok(t) => t,
             // As for stores: collect other namespaces' garbage and try once more.
-            Err(EngineError::CapacityExceeded(_)) => {
+            Err(DeviceError::CapacityExceeded(_)) => {
                 let t = self.device_gc(at, true)?;
-                let (space, tree) = self.split(id)?;
-                tree.delete(space, t, key)?
+                let (space, engine) = self.split(id)?;
+                engine.delete(space, t, key)?
             }
-            Err(error) => return Err(error.into()),
+            Err(error) => return Err(error),
         };
         self.device_gc(t, false)
     }
@@ -665,15 +736,11 @@ impl Core {
         for key in keys {
             check_key(key)?;
         }
-        let space = &mut self.space;
-        let tree = match self.namespaces.get_mut(&id.0) {
-            Some(namespace) => namespace.lsm(),
-            None => return Err(DeviceError::NamespaceUnknown(id)),
-        };
+        let (space, engine) = self.split(id)?;
         let mut t = at;
         let mut answers = Vec::with_capacity(keys.len());
         for key in keys {
-            let (present, done) = tree.contains(space, t, key)?;
+            let (present, done) = engine.contains(space, t, key)?;
             t = done;
             answers.push(present);
         }
@@ -725,8 +792,8 @@ impl Core {
                         let present = match overlay.get(&(namespace.0, key.as_slice())) {
                             Some(&present) => present,
                             None => {
-                                let (space, tree) = self.split(*namespace)?;
-                                let (present, done) = tree.contains(space, t, key)?;
+                                let (space, engine) = self.split(*namespace)?;
+                                let (present, done) = engine.contains(space, t, key)?;
                                 t = done;
                                 present
                             }
@@ -751,20 +818,24 @@ impl Core {
         // 3. Room in each L0 for its part of the batch (flushing first changes no key's value).
         let mut l0_share: BTreeMap<u32, u64> = BTreeMap::new();
         for operation in operations {
-            let (namespace, bytes) = match operation {
+            let (namespace, key, value) = match operation {
                 BatchOp::Store {
                     namespace,
                     key,
                     value,
                     ..
-                } => (namespace, LsmTree::staged_bytes(key, Some(value))),
-                BatchOp::Delete { namespace, key } => (namespace, LsmTree::staged_bytes(key, None)),
+                } => (namespace, key, Some(value.as_slice())),
+                BatchOp::Delete { namespace, key } => (namespace, key, None),
+            };
+            let bytes = match self.namespaces.get(&namespace.0) {
+                Some(found) => found.engine.staged_bytes(key, value),
+                None => return Err(DeviceError::NamespaceUnknown(*namespace)),
             };
             *l0_share.entry(namespace.0).or_insert(0) += bytes;
         }
         for (&namespace, &bytes) in &l0_share {
-            let (space, tree) = self.split(NamespaceId(namespace))?;
-            t = tree.prepare_stage(space, t, bytes)?;
+            let (space, engine) = self.split(NamespaceId(namespace))?;
+            t = engine.prepare_stage(space, t, bytes)?;
         }
         // 4. Capacity and quotas, counting the batch's earlier stores.
         let mut staged_device = 0u64;
@@ -784,12 +855,13 @@ impl Core {
                 .map_err(|e| refuse(index, e))?;
             let footprint = self.space.record_footprint(key.len(), value.len());
             *staged += footprint;
-            let tree = match self.namespaces.get(&namespace.0) {
-                Some(found) => found.lsm_ref(),
+            let engine = match self.namespaces.get(&namespace.0) {
+                Some(found) => &found.engine,
                 None => return Err(refuse(index, DeviceError::NamespaceUnknown(*namespace))),
             };
-            tree.admit_put(&self.space, key, value.len(), staged_device)
-                .map_err(|e| refuse(index, e.into()))?;
+            engine
+                .admit_put(&self.space, key, value.len(), staged_device)
+                .map_err(|e| refuse(index, e))?;
             staged_device += footprint;
         }
         // The record is durable (as the sync policy says) before anything is applied; from here
@@ -807,14 +879,14 @@ impl Core {
                 BatchOp::Delete { namespace, key } => (namespace, key, None),
             };
             if let Some(found) = self.namespaces.get_mut(&namespace.0) {
-                found.lsm().stage(key, value);
+                found.engine.stage(key, value);
             }
         }
         // 6. Flush what grew past its size; GC.
         for &namespace in l0_share.keys() {
             let space = &mut self.space;
             if let Some(found) = self.namespaces.get_mut(&namespace) {
-                t = found.lsm().settle(space, t)?;
+                t = found.engine.settle(space, t)?;
             }
         }
         let t = self.device_gc(t, false)?;
@@ -839,17 +911,20 @@ impl Core {
             });
         }
         let namespace = self.namespace(id)?;
-        if !supports_iterators(namespace.spec.preset) {
-            return Err(DeviceError::IteratorsUnsupported(preset_name(
-                namespace.spec.preset,
-            )));
+        if !namespace.spec.preset.supports_iterators() {
+            return Err(DeviceError::IteratorsUnsupported(
+                namespace.spec.preset.name().to_string(),
+            ));
         }
         if self.iterators.len() >= self.config.iterators_open_max {
             return Err(DeviceError::IteratorsExhausted {
                 max: self.config.iterators_open_max,
             });
         }
-        let snapshot = self.split(id)?.1.snapshot();
+        let snapshot = match self.namespace(id)?.lsm() {
+            Some(tree) => tree.snapshot(),
+            None => return Err(DeviceError::NamespaceUnknown(id)),
+        };
         let token = self.space.protect(id.0);
         let mut iter = SnapshotIter::new(
             snapshot,
@@ -942,16 +1017,16 @@ impl Core {
             namespace: NamespaceId(open.namespace),
             snapshot_dram_bytes: namespace
                 .lsm_ref()
-                .snapshot_dram_bytes(open.iter.snapshot()),
+                .map_or(0, |tree| tree.snapshot_dram_bytes(open.iter.snapshot())),
             stats: open.iter.stats(),
         })
     }
 }
 
-/// Whether namespaces of a preset can serve iterators (hash indexes cannot: refused with
+/// Whether namespaces of a preset can serve iterators (the hash presets cannot: refused with
 /// [`DeviceError::IteratorsUnsupported`]).
-pub fn supports_iterators(preset: Preset) -> bool {
-    Preset::ALL.contains(&preset)
+pub fn supports_iterators(preset: impl Into<PresetKind>) -> bool {
+    preset.into().supports_iterators()
 }
 
 #[cfg(test)]

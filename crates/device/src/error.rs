@@ -1,7 +1,7 @@
 //! The errors of the device layer: one variant per way a command can be refused, each with a
 //! one-line message. A refused command changes nothing.
 
-use kvssd_engine::{EngineError, Preset};
+use kvssd_engine::EngineError;
 use kvssd_space::SpaceError;
 
 use crate::{IteratorId, NamespaceId};
@@ -129,12 +129,22 @@ pub enum DeviceError {
     /// The image was written under another durability mode than the one asked for.
     #[error("durability mode mismatch: {0}")]
     ModeMismatch(String),
+    /// Power-loss protection: the superblock names no dump, so the last power cut's dump did not
+    /// complete (the capacitor ran out) and the DRAM state is lost.
+    #[error("no power-loss dump: the last power cut's dump did not complete, the device's state is lost")]
+    DumpMissing,
     /// A recovered state could not be rebuilt.
     #[error("recovery failed: {0}")]
     Recovery(String),
     /// The space layer failed.
     #[error(transparent)]
     Space(#[from] SpaceError),
+    /// A hash index failed (a malformed bucket page).
+    #[error(transparent)]
+    Hash(kvssd_engine::hash::HashError),
+    /// The operation is not available in this device's durability mode or on its media.
+    #[error("unsupported: {0}")]
+    Unsupported(String),
 }
 
 impl From<EngineError> for DeviceError {
@@ -147,9 +157,4 @@ impl From<EngineError> for DeviceError {
             other => DeviceError::Engine(other),
         }
     }
-}
-
-/// The name of a preset, for messages.
-pub(crate) fn preset_name(preset: Preset) -> String {
-    preset.name().to_string()
 }

@@ -57,6 +57,7 @@ pub mod check;
 pub mod crash;
 mod device;
 pub mod durability;
+mod engines;
 mod error;
 mod types;
 
@@ -65,7 +66,7 @@ pub use durability::{RecoveryReport, SyncPolicy};
 pub use error::DeviceError;
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,
-    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Retrieved, StoreMode,
+    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, PresetKind, Retrieved, StoreMode,
 };
 
 /// Longest key, in bytes (keys are 1 to 255 bytes).

@@ -1,8 +1,10 @@
 //! The values commands take and return.
 
 use std::fmt;
+use std::str::FromStr;
 
-use kvssd_engine::{DramUsage, IterStats, Preset};
+use kvssd_engine::hash::HashPreset;
+use kvssd_engine::{DramUsage, EngineError, IterStats, Preset};
 
 /// A namespace's id. Ids are never reused, so a deleted namespace's keys cannot reappear under
 /// a new one.
@@ -25,11 +27,82 @@ impl fmt::Display for IteratorId {
     }
 }
 
+/// The engine preset of a namespace: one of the four LSM presets or one of the two hash presets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PresetKind {
+    /// An LSM-tree preset (`pink`, `pink-noopt`, `pink-range`, `lightstore`): key order, iterators.
+    Lsm(Preset),
+    /// A hash preset (`hash`, `kaml`): point commands only; iterators are refused.
+    Hash(HashPreset),
+}
+
+impl PresetKind {
+    /// Every preset a namespace may have, in the order of their on-flash codes.
+    pub const ALL: [PresetKind; 6] = [
+        PresetKind::Lsm(Preset::Pink),
+        PresetKind::Lsm(Preset::PinkNoopt),
+        PresetKind::Lsm(Preset::PinkRange),
+        PresetKind::Lsm(Preset::Lightstore),
+        PresetKind::Hash(HashPreset::Hash),
+        PresetKind::Hash(HashPreset::Kaml),
+    ];
+
+    /// The name users type.
+    pub fn name(self) -> &'static str {
+        match self {
+            PresetKind::Lsm(preset) => preset.name(),
+            PresetKind::Hash(preset) => preset.name(),
+        }
+    }
+
+    /// Whether namespaces of this preset serve iterators (the LSM presets do).
+    pub fn supports_iterators(self) -> bool {
+        matches!(self, PresetKind::Lsm(_))
+    }
+
+    /// The code stored on flash (its position in [`PresetKind::ALL`]).
+    pub(crate) fn code(self) -> u8 {
+        PresetKind::ALL
+            .iter()
+            .position(|&preset| preset == self)
+            .unwrap_or(0) as u8
+    }
+}
+
+impl From<Preset> for PresetKind {
+    fn from(preset: Preset) -> PresetKind {
+        PresetKind::Lsm(preset)
+    }
+}
+
+impl From<HashPreset> for PresetKind {
+    fn from(preset: HashPreset) -> PresetKind {
+        PresetKind::Hash(preset)
+    }
+}
+
+impl fmt::Display for PresetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for PresetKind {
+    type Err = EngineError;
+
+    fn from_str(name: &str) -> Result<PresetKind, EngineError> {
+        PresetKind::ALL
+            .into_iter()
+            .find(|preset| preset.name() == name)
+            .ok_or_else(|| EngineError::UnknownPreset(name.to_string()))
+    }
+}
+
 /// The attributes a namespace is created with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NamespaceSpec {
     /// Which engine indexes it.
-    pub preset: Preset,
+    pub preset: PresetKind,
     /// The logs it writes to (indexes below the device's log count); `None` for all of them.
     pub logs: Option<Vec<u32>>,
     /// Most bytes of flash its live data may take; `None` for no quota beyond the device's.
@@ -37,10 +110,11 @@ pub struct NamespaceSpec {
 }
 
 impl NamespaceSpec {
-    /// A namespace of `preset` on every log, without a quota.
-    pub fn new(preset: Preset) -> NamespaceSpec {
+    /// A namespace of `preset` (an LSM [`Preset`], a [`HashPreset`] or a [`PresetKind`]) on
+    /// every log, without a quota.
+    pub fn new(preset: impl Into<PresetKind>) -> NamespaceSpec {
         NamespaceSpec {
-            preset,
+            preset: preset.into(),
             logs: None,
             quota_bytes: None,
         }
@@ -58,17 +132,18 @@ pub struct NamespaceInfo {
     pub valid_bytes: u64,
     /// Flash blocks it holds.
     pub blocks: u64,
-    /// Entries in L0.
+    /// Entries in L0 (hash presets: in the write buffer).
     pub l0_entries: u64,
-    /// Levels below L0.
+    /// Levels below L0 (0 for the hash presets).
     pub levels: usize,
-    /// L0 flushes so far.
+    /// L0 flushes (hash presets: write-buffer applications) so far.
     pub flushes: u64,
     /// Level merges so far.
     pub compactions: u64,
     /// GC victims (meta and data blocks) collected so far.
     pub gc_victims: u64,
-    /// The index's DRAM by part.
+    /// The index's DRAM by part (hash presets: write buffer as `l0`, the bucket directory and
+    /// cache or the in-DRAM table as `level_lists`).
     pub dram: DramUsage,
     /// Iterators open on it.
     pub iterators_open: usize,

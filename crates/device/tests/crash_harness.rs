@@ -1,30 +1,41 @@
-//! The CI crash pass: for every preset, the small seeded workload (stores, deletes, batches across
-//! namespaces, namespace create and delete, iterators) under a write-ahead log with sync per
-//! command, power cut after every one of its flash operations (torn in-flight programs), bit flips
-//! on every read after the cut, recovery, and a check against the model of acknowledged and
-//! in-flight commands. Prints the number of crash points survived per preset; a failure prints
-//! its seed, crash point and the `kvssd crash-test` command that replays it.
+//! The CI crash passes. For every preset (the four LSM presets, `hash` and `kaml`), the small
+//! seeded workload (stores, deletes, batches across namespaces, namespace create and delete,
+//! iterators where the preset has them), with bit flips on reads during the workload and after
+//! the cut, recovery, and a check against the model of acknowledged and in-flight commands:
+//!
+//! * write-ahead log, sync per command: power cut after every flash operation (torn in-flight
+//!   programs); nothing acknowledged may be lost;
+//! * power-loss protection: the cut announced at every command boundary; the dump must stay
+//!   within its bound and recovery must give back every command;
+//! * write-ahead log with group commit and with no sync: a seeded sample of cuts; the recovered
+//!   state must be a prefix of the commands at least as long as the one reported durable.
+//!
+//! Prints the crash points survived per mode and preset; a failure prints its seed, mode, crash
+//! point and the `kvssd crash-test` command that replays it.
 
-use kvssd_device::crash::{crash_pass, CrashConfig, CrashPoints};
-use kvssd_engine::Preset;
+use kvssd_device::crash::{crash_pass, CrashConfig, CrashOutcome, CrashPoints};
+use kvssd_device::{Durability, PresetKind, SyncPolicy};
 
-#[test]
-fn crash_every_point_of_a_small_workload_for_every_preset() {
+fn report(config: &CrashConfig, outcome: &CrashOutcome) {
+    println!(
+        "crash pass {} preset {}: {} of {} crash points survived ({} flash operations in the \
+         workload, {} log records replayed, recovery at most {} ns simulated)",
+        config.mode_name(),
+        config.preset.name(),
+        outcome.survived,
+        outcome.crash_points,
+        outcome.workload_operations,
+        outcome.records_replayed,
+        outcome.recovery_simulated_ns_max
+    );
+}
+
+fn run_passes(configs: Vec<(CrashConfig, CrashPoints)>) {
     let mut failures = Vec::new();
     let mut total = 0;
-    for (index, preset) in Preset::ALL.into_iter().enumerate() {
-        let config = CrashConfig::small(0xC0FFEE + index as u64, preset);
-        let outcome = crash_pass(&config, CrashPoints::All);
-        println!(
-            "crash pass wal/every-command preset {}: {} of {} crash points survived \
-             ({} flash operations in the workload, {} log records replayed, recovery at most {} ns simulated)",
-            preset.name(),
-            outcome.survived,
-            outcome.crash_points,
-            outcome.workload_operations,
-            outcome.records_replayed,
-            outcome.recovery_simulated_ns_max
-        );
+    for (config, points) in configs {
+        let outcome = crash_pass(&config, points);
+        report(&config, &outcome);
         assert!(
             outcome.crash_points > 0,
             "the workload did no flash operation"
@@ -32,7 +43,7 @@ fn crash_every_point_of_a_small_workload_for_every_preset() {
         total += outcome.crash_points;
         failures.extend(outcome.failures);
     }
-    println!("crash pass: {total} crash points in all");
+    println!("crash passes: {total} crash points in all");
     for failure in failures.iter().take(20) {
         println!("FAILED {failure}");
     }
@@ -41,4 +52,51 @@ fn crash_every_point_of_a_small_workload_for_every_preset() {
         "{} crash points failed",
         failures.len()
     );
+}
+
+#[test]
+fn crash_every_point_under_a_write_ahead_log_for_every_preset() {
+    let configs = PresetKind::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(index, preset)| {
+            (
+                CrashConfig::small(0xC0FFEE + index as u64, preset),
+                CrashPoints::All,
+            )
+        })
+        .collect();
+    run_passes(configs);
+}
+
+#[test]
+fn crash_every_command_boundary_under_power_loss_protection_for_every_preset() {
+    let configs = PresetKind::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(index, preset)| {
+            (
+                CrashConfig::small(0xB00 + index as u64, preset)
+                    .with_durability(Durability::PowerLossProtection),
+                CrashPoints::All,
+            )
+        })
+        .collect();
+    run_passes(configs);
+}
+
+#[test]
+fn crash_a_sample_under_group_commit_and_no_sync() {
+    let policies = [SyncPolicy::GroupCommit { max_records: 4 }, SyncPolicy::None];
+    let mut configs = Vec::new();
+    for (index, preset) in PresetKind::ALL.into_iter().enumerate() {
+        for (p, policy) in policies.into_iter().enumerate() {
+            configs.push((
+                CrashConfig::small(0x5_1C + (index * 2 + p) as u64, preset)
+                    .with_durability(Durability::WriteAheadLog(policy)),
+                CrashPoints::Sample(40),
+            ));
+        }
+    }
+    run_passes(configs);
 }

@@ -50,6 +50,9 @@ pub(crate) struct DurableState {
     replay_lsn: u64,
     /// The allocation counter when the latest durable checkpoint was written.
     durable_allocations: u64,
+    /// The die [`Space::take_system_block`] looks at first (the one after the die it took last),
+    /// so consecutive system blocks spread over the dies and their programs run in parallel.
+    next_system_die: u32,
 }
 
 /// Bounds-checked little-endian reader of the exported state.
@@ -223,7 +226,8 @@ impl Space {
     pub fn take_system_block(&mut self) -> Result<u64> {
         let dies = self.geometry.dies();
         let mut best: Option<(u32, u32, usize)> = None;
-        for die in 0..dies {
+        for offset in 0..dies {
+            let die = (self.durable.next_system_die + offset) % dies.max(1);
             for (slot, &block) in self.free_by_die[die as usize].iter().enumerate() {
                 let count = self.flash.erase_count(BlockAddress { die, block })?;
                 if best.is_none_or(|(best_count, _, _)| count < best_count) {
@@ -235,6 +239,7 @@ impl Space {
             return Err(SpaceError::NoFreeBlock);
         };
         let block = self.free_by_die[die as usize].swap_remove(slot);
+        self.durable.next_system_die = (die + 1) % dies.max(1);
         self.free_count -= 1;
         let index = self.geometry.block_index(BlockAddress { die, block });
         self.blocks[index as usize] = BlockInfo {

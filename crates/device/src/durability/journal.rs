@@ -363,6 +363,26 @@ impl Journal {
     }
 }
 
+impl Journal {
+    /// Power-loss protection: records that the device runs on its DRAM state (the superblock names
+    /// no dump), then erases the dump it was recovered from. A cut that finds no dump named means
+    /// the dump at the cut did not complete: recovery refuses instead of loading stale state.
+    pub(crate) fn mark_running(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<SimTime, SpaceError> {
+        self.checkpoint = None;
+        let mut t = self.write_root(space, at)?;
+        let erase_at = t;
+        for block in std::mem::take(&mut self.ckpt_blocks) {
+            t = t.max(space.release_system_block(erase_at, block)?);
+        }
+        self.ckpt_next_page = self.pages_per_block;
+        Ok(t)
+    }
+}
+
 /// The space layer's hook: a checkpoint (without trimming the log) before erasing a block a
 /// durable checkpoint may reach.
 pub(crate) struct Hook(pub(crate) Arc<Mutex<Journal>>);

@@ -6,11 +6,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use kvssd_engine::{EngineConfig, LsmTree, Preset};
 use kvssd_flash::{Flash, Geometry, SimTime, TimingProfile};
 use kvssd_space::{Space, SpaceError};
 
-use crate::device::{Core, Durability, Namespace, NamespaceEngine};
+use crate::device::{Core, Durability, Namespace};
 use crate::durability::checkpoint::Mode;
 use crate::durability::journal::{Hook, Journal, SyncPolicy, SUPERBLOCK_BLOCKS};
 use crate::durability::recovery::{self, RecoveryReport};
@@ -20,22 +19,12 @@ use crate::{BatchOp, Device, DeviceConfig, DeviceError, NamespaceId, Result};
 fn policy(config: &DeviceConfig) -> SyncPolicy {
     match config.durability {
         Durability::WriteAheadLog(policy) => policy,
-        Durability::Volatile => SyncPolicy::EveryCommand,
+        Durability::Volatile | Durability::PowerLossProtection => SyncPolicy::EveryCommand,
     }
 }
 
 fn poisoned<T>(_: T) -> DeviceError {
     DeviceError::Poisoned
-}
-
-/// The engine configuration of a namespace of `preset` with id `id`.
-pub(crate) fn engine_config(core: &Core, id: u32, preset: Preset) -> EngineConfig {
-    let mut config = core.config.engine.clone();
-    config.preset = preset;
-    config.features = preset.features();
-    config.namespace = id;
-    config.space = core.space.config().clone();
-    config
 }
 
 fn install(core: &mut Core, journal: Journal) -> Arc<Mutex<Journal>> {
@@ -51,11 +40,30 @@ fn install(core: &mut Core, journal: Journal) -> Arc<Mutex<Journal>> {
 pub(crate) fn open_durable(mut flash: Flash, config: DeviceConfig) -> Result<Device> {
     let wall = Instant::now();
     let start = flash.quiescent_at();
+    let plp = config.durability == Durability::PowerLossProtection;
+    if plp && flash.media_kind() != kvssd_flash::MediaKind::Ram {
+        return Err(DeviceError::ModeMismatch(
+            "power-loss protection is simulated flash only; file media need a write-ahead log"
+                .into(),
+        ));
+    }
     match recovery::read_superblock(&mut flash, start)? {
+        None if plp => crate::durability::plp::format(flash, config),
         None => format(flash, config),
-        Some((sequence, root, next_pages, t)) => {
-            recover(flash, config, sequence, root, next_pages, start, t, wall)
-        }
+        Some((sequence, root, next_pages, t)) => match (root.mode, plp) {
+            (Mode::Plp, true) => {
+                crate::durability::plp::recover(flash, config, sequence, root, next_pages, start, t)
+            }
+            (Mode::Wal, false) => {
+                recover(flash, config, sequence, root, next_pages, start, t, wall)
+            }
+            (Mode::Plp, false) => Err(DeviceError::ModeMismatch(
+                "the image was written with power-loss protection, not a write-ahead log".into(),
+            )),
+            (Mode::Wal, true) => Err(DeviceError::ModeMismatch(
+                "the image was written with a write-ahead log, not power-loss protection".into(),
+            )),
+        },
     }
 }
 
@@ -89,11 +97,6 @@ fn recover(
     at: SimTime,
     wall: Instant,
 ) -> Result<Device> {
-    if root.mode != Mode::Wal {
-        return Err(DeviceError::ModeMismatch(
-            "the image was written with power-loss protection, not a write-ahead log".into(),
-        ));
-    }
     let (checkpoint, checkpoint_pages, t) = recovery::read_checkpoint(&mut flash, at, &root)?;
     let (records, log_pages_read, log_end, t) = recovery::read_log(&mut flash, t, &root)?;
     let mut system: BTreeSet<u64> = SUPERBLOCK_BLOCKS.into_iter().collect();
@@ -115,16 +118,13 @@ fn recover(
         .map(|(namespace, from, bytes)| (*namespace, (*from, bytes.clone())))
         .collect();
     for (id, spec) in &checkpoint.namespaces {
-        let engine = engine_config(&core, *id, spec.preset);
-        let tree = match parts.get(id) {
+        let engine = match parts.get(id) {
             Some((from, bytes)) => {
                 replay_from.insert(*id, *from);
                 core.space.publish_part_at(*id, *from, bytes.clone());
-                LsmTree::restore(&core.space, engine, bytes).map_err(|error| {
-                    DeviceError::CheckpointCorrupt(format!("namespace {id}: {error}"))
-                })?
+                core.open_engine(*id, spec.preset, Some(bytes))?
             }
-            None => LsmTree::open(&core.space, engine)?,
+            None => core.open_engine(*id, spec.preset, None)?,
         };
         if let Some(logs) = &spec.logs {
             // Only takes effect for a namespace that never wrote (its writer was not saved).
@@ -134,14 +134,14 @@ fn recover(
             *id,
             Namespace {
                 spec: spec.clone(),
-                engine: NamespaceEngine::Lsm(tree),
+                engine,
             },
         );
     }
     let mut t = t;
     for namespace in core.namespaces.values_mut() {
         t = namespace
-            .lsm()
+            .engine
             .account_valid(&mut core.space, t)
             .map_err(|error| DeviceError::Recovery(format!("reading the index: {error}")))?;
     }
@@ -259,7 +259,7 @@ impl Core {
     fn activity(&self) -> u64 {
         self.namespaces
             .values()
-            .map(|namespace| namespace.lsm_ref().activity_count())
+            .map(|namespace| namespace.engine.activity_count())
             .sum()
     }
 
@@ -272,7 +272,7 @@ impl Core {
         let mut journal = shared.lock().map_err(poisoned)?;
         let next_lsn = journal.next_lsn;
         for (&id, namespace) in &self.namespaces {
-            let state = namespace.lsm_ref().durable_state();
+            let state = namespace.engine.durable_state();
             self.space.publish_part_at(id, next_lsn, state);
         }
         let stale: Vec<u32> = self
@@ -403,15 +403,17 @@ impl Core {
         let mut t = at;
         let mut share: BTreeMap<u32, u64> = BTreeMap::new();
         for op in ops {
-            let bytes = match op {
-                WalOp::Store { key, value, .. } => LsmTree::staged_bytes(key, Some(value)),
-                WalOp::Delete { key, .. } => LsmTree::staged_bytes(key, None),
+            let (key, value) = match op {
+                WalOp::Store { key, value, .. } => (key, Some(value.as_slice())),
+                WalOp::Delete { key, .. } => (key, None),
             };
-            *share.entry(op.namespace()).or_insert(0) += bytes;
+            if let Some(found) = self.namespaces.get(&op.namespace()) {
+                *share.entry(op.namespace()).or_insert(0) += found.engine.staged_bytes(key, value);
+            }
         }
         for (&namespace, &bytes) in &share {
             if let Some(found) = self.namespaces.get_mut(&namespace) {
-                t = found.lsm().prepare_stage(&mut self.space, t, bytes)?;
+                t = found.engine.prepare_stage(&mut self.space, t, bytes)?;
             }
         }
         for op in ops {
@@ -424,12 +426,12 @@ impl Core {
                 WalOp::Delete { namespace, key } => (namespace, key, None),
             };
             if let Some(found) = self.namespaces.get_mut(namespace) {
-                found.lsm().stage(key, value);
+                found.engine.stage(key, value);
             }
         }
         for &namespace in share.keys() {
             if let Some(found) = self.namespaces.get_mut(&namespace) {
-                t = found.lsm().settle(&mut self.space, t)?;
+                t = found.engine.settle(&mut self.space, t)?;
             }
         }
         self.device_gc(t, false)
@@ -444,7 +446,7 @@ impl Device {
         timing: Option<TimingProfile>,
         config: DeviceConfig,
     ) -> Result<Device> {
-        if config.durability == Durability::Volatile {
+        if !matches!(config.durability, Durability::WriteAheadLog(_)) {
             return Err(DeviceError::ModeMismatch(
                 "file media keep data only under a write-ahead log".into(),
             ));
@@ -459,7 +461,7 @@ impl Device {
         timing: Option<TimingProfile>,
         config: DeviceConfig,
     ) -> Result<Device> {
-        if config.durability == Durability::Volatile {
+        if !matches!(config.durability, Durability::WriteAheadLog(_)) {
             return Err(DeviceError::ModeMismatch(
                 "file media keep data only under a write-ahead log".into(),
             ));
@@ -519,6 +521,11 @@ impl Device {
     /// Closes cleanly: a checkpoint (so the next open replays nothing) and a sync of the media.
     pub fn close(self, at: SimTime) -> Result<Flash> {
         let mut core = self.core.into_inner().map_err(poisoned)?;
+        if core.plp.is_some() {
+            // Power-loss protection: a clean close is a dump without the cut.
+            let report = core.write_dump(at)?;
+            core.last_dump = Some(report);
+        }
         core.full_checkpoint(at)?;
         core.space.set_erase_hook(None);
         core.journal = None;

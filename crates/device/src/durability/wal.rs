@@ -15,8 +15,6 @@
 //!    delete:      namespace u32
 //! ```
 
-use kvssd_engine::Preset;
-
 use crate::NamespaceSpec;
 
 /// One logged store or delete.
@@ -134,14 +132,11 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Appends a namespace's attributes: preset u8 (index in `Preset::ALL`) | logs (u8 flag, count u32,
+/// Appends a namespace's attributes: preset u8 (index in `PresetKind::ALL`: 0 pink,
+/// 1 pink-noopt, 2 pink-range, 3 lightstore, 4 hash, 5 kaml) | logs (u8 flag, count u32,
 /// u32 each) | quota (u8 flag, u64).
 pub(crate) fn encode_spec(out: &mut Vec<u8>, spec: &NamespaceSpec) {
-    let preset = Preset::ALL
-        .iter()
-        .position(|&preset| preset == spec.preset)
-        .unwrap_or(0) as u8;
-    out.push(preset);
+    out.push(spec.preset.code());
     match &spec.logs {
         None => out.push(0),
         Some(logs) => {
@@ -162,7 +157,7 @@ pub(crate) fn encode_spec(out: &mut Vec<u8>, spec: &NamespaceSpec) {
 }
 
 pub(crate) fn decode_spec(reader: &mut Reader<'_>) -> Result<NamespaceSpec, String> {
-    let preset = *Preset::ALL
+    let preset = *crate::PresetKind::ALL
         .get(usize::from(reader.u8()?))
         .ok_or("an unknown preset")?;
     let logs = match reader.u8()? {
@@ -272,6 +267,7 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WalRecord), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kvssd_engine::Preset;
 
     #[test]
     fn wal_records_round_trip_and_garbage_is_an_error() {
@@ -290,10 +286,14 @@ mod tests {
             WalRecord::CreateNamespace {
                 namespace: 3,
                 spec: NamespaceSpec {
-                    preset: Preset::Lightstore,
+                    preset: Preset::Lightstore.into(),
                     logs: Some(vec![0, 2]),
                     quota_bytes: Some(1 << 20),
                 },
+            },
+            WalRecord::CreateNamespace {
+                namespace: 4,
+                spec: NamespaceSpec::new(kvssd_engine::hash::HashPreset::Kaml),
             },
             WalRecord::DeleteNamespace { namespace: 3 },
         ];

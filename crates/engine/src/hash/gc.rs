@@ -185,6 +185,12 @@ impl HashIndex {
             }
         }
         t = self.charge(space, t);
+        // The durability layer checkpoints before erasing a block a checkpoint may reach: publish
+        // the index as it is now, without the victim, so that checkpoint cannot reach it either.
+        if space.wants_parts() {
+            let state = self.durable_state();
+            space.publish_part(namespace, state);
+        }
         Ok(Some(space.erase_victim(t, victim)?))
     }
 }

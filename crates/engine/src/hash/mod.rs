@@ -29,6 +29,7 @@
 
 mod bucket;
 mod config;
+mod durable;
 mod engine;
 mod error;
 mod gc;
@@ -482,6 +483,126 @@ impl HashIndex {
     pub fn delete(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<SimTime> {
         self.check_key(key)?;
         self.insert(space, at, key, None, Admission::Reserve)
+    }
+
+    /// Checks that a put of `key` with a value of `value_len` bytes would be admitted, with
+    /// `staged_bytes` more already promised to earlier stores of the same batch. Changes nothing.
+    pub fn admit_put(
+        &self,
+        space: &Space,
+        key: &[u8],
+        value_len: usize,
+        staged_bytes: u64,
+    ) -> Result<()> {
+        self.check_key(key)?;
+        if value_len > self.value_bytes_max {
+            return Err(EngineError::ValueTooLarge {
+                len: value_len,
+                max: self.value_bytes_max,
+            }
+            .into());
+        }
+        let footprint = space.record_footprint(key.len(), value_len);
+        let unwritten_pages = self.table.pages() - self.table.pages_on_flash();
+        let index_reserve = unwritten_pages * self.page_bytes as u64;
+        if space.valid_bytes() + self.buffer_bytes + staged_bytes + footprint + index_reserve
+            > space.user_capacity_bytes()
+        {
+            return Err(EngineError::CapacityExceeded(
+                "user data would exceed the capacity less over-provisioning",
+            )
+            .into());
+        }
+        if self.entries + self.buffer.len() as u64 + 1 > self.entries_max() {
+            return Err(EngineError::CapacityExceeded(match self.config.preset {
+                HashPreset::Hash => "the hash table is as full as its load factor allows",
+                HashPreset::Kaml => "the in-DRAM hash table has reached the DRAM budget",
+            })
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Whether `key` has a live value. Returns when the index search (and the record read that
+    /// confirms a signature match) ends.
+    pub fn contains(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(bool, SimTime)> {
+        self.check_key(key)?;
+        if let Some(buffered) = self.buffer.get(key) {
+            let present = buffered.is_some();
+            return Ok((present, self.charge(space, at)));
+        }
+        let hash = self.hash_of(key);
+        let (probe, t, _, _) = self.probe(space, at, key, hash, Purpose::Index, Purpose::Index)?;
+        Ok((probe.hit.is_some(), self.charge(space, t)))
+    }
+
+    /// DRAM a buffered pair takes: what [`HashIndex::prepare_stage`] counts per pair.
+    pub fn staged_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
+        Self::pair_bytes(key, value)
+    }
+
+    /// Makes room in the write buffer for a batch that will stage `bytes` of pairs with
+    /// [`HashIndex::stage`]: applies the buffer first if they would not fit. Changes no key's
+    /// value; may fail with [`EngineError::CapacityExceeded`].
+    pub fn prepare_stage(&mut self, space: &mut Space, at: SimTime, bytes: u64) -> Result<SimTime> {
+        if self.buffer_bytes + bytes > self.config.write_buffer_bytes && !self.buffer.is_empty() {
+            let t = self.flush_buffer(space, at, Admission::Reserve)?;
+            return Ok(self.charge(space, t));
+        }
+        Ok(at)
+    }
+
+    /// Puts a pair (`Some` value) or a delete (`None`) into the write buffer without applying it:
+    /// cannot fail, which is what makes a batch all-or-nothing once validated. Keys must have been
+    /// checked. [`HashIndex::settle`] applies the buffer afterwards.
+    pub fn stage(&mut self, key: &[u8], value: Option<&[u8]>) {
+        debug_assert!(!key.is_empty() && key.len() <= crate::KEY_BYTES_MAX);
+        let added = Self::pair_bytes(key, value);
+        self.cpu_pending.bytes_copied += added;
+        if let Some(old) = self.buffer.insert(key.to_vec(), value.map(<[u8]>::to_vec)) {
+            self.buffer_bytes -= Self::pair_bytes(key, old.as_deref());
+        }
+        self.buffer_bytes += added;
+    }
+
+    /// After staging: applies the write buffer if it is over its size and runs background GC. An
+    /// apply that cannot get its space leaves the pairs buffered (the next write retries), so
+    /// staged pairs stay applied.
+    pub fn settle(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        let mut t = at;
+        if self.buffer_bytes > self.config.write_buffer_bytes {
+            t = match self.flush_buffer(space, t, Admission::Reserve) {
+                Ok(t) => t,
+                Err(HashError::Engine(EngineError::CapacityExceeded(_)))
+                | Err(HashError::TableFull { .. }) => t,
+                Err(error) => return Err(error),
+            };
+        }
+        t = self.background_gc(space, t)?;
+        Ok(self.charge(space, t))
+    }
+
+    /// The block this index's GC would collect next among its own, if any (the device compares
+    /// namespaces' candidates and hands the chosen one to [`HashIndex::collect_victim`]).
+    pub fn gc_candidate(&self, space: &Space) -> Option<u64> {
+        space.pick_victim_with(Some(self.config.namespace), |_, _| true)
+    }
+
+    /// Collects one GC victim of this namespace chosen by the device (relocating what is live,
+    /// then erasing it). `None` when the free pool cannot take the relocation now (the victim is
+    /// left as it was).
+    pub fn collect_victim(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        victim: u64,
+    ) -> Result<Option<SimTime>> {
+        self.collect(space, at, victim)
     }
 
     fn pair_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {

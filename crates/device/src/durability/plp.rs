@@ -1,0 +1,305 @@
+//! Power-loss protection (PinK §4.6, KAML §IV-D: the capacitor assumption), simulated flash only.
+//!
+//! The device keeps its state in DRAM and writes nothing for durability while it runs. When power
+//! fails the controller is told ([`crate::Device::power_cut`]) and, on the capacitor's energy,
+//! writes a **dump**: the partly filled data pages, then one record framed like a checkpoint
+//! (`super::checkpoint`: the namespace table, the space layer's state and every index's DRAM
+//! state — L0, level lists, pinned segments, Bloom filters, hash directories, dirty bucket pages,
+//! in-DRAM tables and write buffers) into free blocks, then a superblock copy naming it. Only then
+//! does the flash lose power. Recovery loads the dump, writes a superblock copy that names no dump
+//! ("running") and erases the dump. A superblock that names no dump at open means the last dump
+//! did not complete (the capacitor ran out): open refuses with [`crate::DeviceError::DumpMissing`]
+//! rather than load stale state.
+//!
+//! The dump's size is bounded by the DRAM budget ([`DumpBound`]): at most
+//! `DUMP_EXPANSION_MAX x` each namespace's DRAM budget plus the namespace table and the space
+//! layer's state, in log-framed pages, plus one open data page per namespace and log, plus one
+//! superblock page and at most one erase (the superblock block, when full).
+
+use std::sync::Mutex;
+use std::time::Instant;
+
+use kvssd_flash::{Flash, Geometry, SimTime, TimingProfile};
+use kvssd_space::{Space, SpaceError};
+
+use crate::device::{Core, Namespace};
+use crate::durability::checkpoint::{Mode, Root};
+use crate::durability::journal::{Journal, SyncPolicy, SUPERBLOCK_BLOCKS};
+use crate::durability::log::{FRAGMENT_HEADER_BYTES, PAGE_HEADER_BYTES};
+use crate::durability::recovery::{self, RecoveryReport};
+use crate::{Device, DeviceConfig, DeviceError, PresetKind, Result};
+
+/// An index's dump is at most this many times the DRAM it accounts for (plus
+/// [`DUMP_NAMESPACE_OVERHEAD_BYTES`]): the encodings store keys and pointers with a few bytes of
+/// framing each, and a `hash` dirty bucket page's used slots take 24 bytes against 9 in DRAM.
+pub const DUMP_EXPANSION_MAX: u64 = 3;
+/// Fixed bytes of one namespace's part of a dump (headers, counts, the namespace table entry).
+pub const DUMP_NAMESPACE_OVERHEAD_BYTES: u64 = 256;
+
+/// What the dump at a power cut may cost at most, for a device configuration and number of
+/// namespaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpBound {
+    /// Most bytes of the dump record.
+    pub record_bytes: u64,
+    /// Most page programs: dump pages, open data pages and the superblock copy.
+    pub page_programs: u64,
+    /// Most erases (the superblock block, when full).
+    pub erases: u64,
+}
+
+impl DumpBound {
+    /// Worst-case time of the dump on `timing` when its pages are spread over `dies` dies (the
+    /// durability layer takes consecutive dump blocks on consecutive dies): the pages of one die
+    /// are programmed one after another, the dies in parallel, plus the erase.
+    pub fn striped_ns(&self, timing: &TimingProfile, dies: u64, pages_per_block: u64) -> u64 {
+        // Whole blocks go to one die each; the die with the most blocks sets the time.
+        let blocks = self.page_programs.div_ceil(pages_per_block.max(1));
+        let per_die = blocks.div_ceil(dies.max(1)) * pages_per_block.max(1);
+        per_die.min(self.page_programs) * timing.program_ns + self.erases * timing.erase_ns
+    }
+}
+
+/// What one dump wrote (measured from the flash counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DumpReport {
+    /// Bytes of the dump record.
+    pub record_bytes: u64,
+    /// Pages programmed (dump, open data pages, superblock copy).
+    pub page_programs: u64,
+    /// Blocks erased.
+    pub erases: u64,
+    /// Simulated time from the cut to the last program, in nanoseconds.
+    pub simulated_ns: u64,
+    /// The bound for the device as it was at the cut.
+    pub bound: DumpBound,
+}
+
+/// The DRAM budget a namespace of `preset` has under `config` on `geometry`.
+fn dram_budget(config: &DeviceConfig, geometry: &Geometry, preset: PresetKind) -> u64 {
+    let budget = match preset {
+        PresetKind::Lsm(_) => config.engine.dram_budget_bytes,
+        PresetKind::Hash(kvssd_engine::hash::HashPreset::Hash) => config.hash.dram_budget_bytes,
+        PresetKind::Hash(kvssd_engine::hash::HashPreset::Kaml) => config.kaml.dram_budget_bytes,
+    };
+    if budget == 0 {
+        geometry.capacity_bytes() / 1000
+    } else {
+        budget
+    }
+}
+
+/// The dump bound for namespaces of `presets` under `config` on `geometry`.
+pub fn dump_bound(config: &DeviceConfig, geometry: &Geometry, presets: &[PresetKind]) -> DumpBound {
+    let logs = u64::from(config.space.logs.max(1));
+    let namespaces = presets.len() as u64;
+    // The space layer's state: per block use, owner, allocation stamp and successor; per log its
+    // die; per namespace its cursors.
+    let space_state = 24 + geometry.blocks_total() * 22 + logs * 4 + namespaces * (16 + logs * 40);
+    let indexes: u64 = presets
+        .iter()
+        .map(|&preset| {
+            DUMP_EXPANSION_MAX * dram_budget(config, geometry, preset)
+                + DUMP_NAMESPACE_OVERHEAD_BYTES
+                + 8 * logs
+        })
+        .sum();
+    let record_bytes = 64 + space_state + indexes;
+    let payload = u64::from(geometry.page_bytes)
+        .saturating_sub((PAGE_HEADER_BYTES + FRAGMENT_HEADER_BYTES) as u64)
+        .max(1);
+    let dump_pages = record_bytes.div_ceil(payload);
+    DumpBound {
+        record_bytes,
+        page_programs: dump_pages + namespaces * logs + 1,
+        erases: 1,
+    }
+}
+
+impl Core {
+    /// The dump bound for the namespaces the device holds now.
+    pub(crate) fn plp_dump_bound(&self) -> DumpBound {
+        let presets: Vec<PresetKind> = self
+            .namespaces
+            .values()
+            .map(|namespace: &Namespace| namespace.spec.preset)
+            .collect();
+        dump_bound(&self.config, self.space.geometry(), &presets)
+    }
+
+    /// Writes the dump: every index's state as a part, then a checkpoint record and a superblock
+    /// copy naming it.
+    pub(crate) fn write_dump(&mut self, at: SimTime) -> Result<DumpReport> {
+        let bound = self.plp_dump_bound();
+        let Some(mut journal) = self.plp.take() else {
+            return Err(DeviceError::Unsupported(
+                "the device does not run with power-loss protection".into(),
+            ));
+        };
+        journal.next_namespace = self.next_namespace;
+        journal.namespaces = self
+            .namespaces
+            .iter()
+            .map(|(&id, namespace)| (id, namespace.spec.clone()))
+            .collect();
+        for (&id, namespace) in &self.namespaces {
+            let state = namespace.engine.durable_state();
+            self.space.publish_part_at(id, 0, state);
+        }
+        let stale: Vec<u32> = self
+            .space
+            .parts()
+            .keys()
+            .copied()
+            .filter(|id| !self.namespaces.contains_key(id))
+            .collect();
+        for id in stale {
+            self.space.remove_part(id);
+        }
+        let record_bytes = self
+            .space
+            .parts()
+            .values()
+            .map(|part| part.bytes.len() as u64)
+            .sum::<u64>();
+        let before = self.space.flash().counters();
+        let result = journal.checkpoint(&mut self.space, at, true);
+        let after = self.space.flash().counters();
+        self.plp = Some(journal);
+        let done = result?;
+        let delta = after.total() - before.total();
+        let (programmed, erased) = (delta.programs, delta.erases);
+        Ok(DumpReport {
+            record_bytes,
+            page_programs: programmed,
+            erases: erased,
+            simulated_ns: done.saturating_sub(at),
+            bound,
+        })
+    }
+}
+
+/// Formats a blank array for power-loss protection: superblock blocks reserved, a superblock copy
+/// that names no dump.
+pub(crate) fn format(flash: Flash, config: DeviceConfig) -> Result<Device> {
+    let at = flash.quiescent_at();
+    let mut space = Space::open(flash, config.space.clone()).map_err(|error| match error {
+        SpaceError::Config(what) if what.contains("not erased") => DeviceError::NotADevice,
+        other => DeviceError::Space(other),
+    })?;
+    for block in SUPERBLOCK_BLOCKS {
+        space.reserve_block(block)?;
+    }
+    let mut journal = Journal::fresh(&space, Mode::Plp, SyncPolicy::EveryCommand)?;
+    journal.mark_running(&mut space, at)?;
+    let mut core = Core::new(space, config);
+    core.plp = Some(journal);
+    Ok(Device {
+        core: Mutex::new(core),
+    })
+}
+
+/// Recovers a device from the dump its superblock names.
+pub(crate) fn recover(
+    mut flash: Flash,
+    config: DeviceConfig,
+    sequence: u64,
+    root: Root,
+    next_pages: [u32; 2],
+    start: SimTime,
+    at: SimTime,
+) -> Result<Device> {
+    let wall = Instant::now();
+    if root.checkpoint.is_none() {
+        return Err(DeviceError::DumpMissing);
+    }
+    let (checkpoint, checkpoint_pages, t) = recovery::read_checkpoint(&mut flash, at, &root)?;
+    let mut system: std::collections::BTreeSet<u64> = SUPERBLOCK_BLOCKS.into_iter().collect();
+    if let Some(location) = &root.checkpoint {
+        system.extend(location.extents.iter().map(|extent| extent.block));
+    }
+    let (space, t) = Space::restore(flash, config.space.clone(), &checkpoint.space, &system, t)
+        .map_err(|error| match error {
+            SpaceError::Malformed { what, .. } => DeviceError::CheckpointCorrupt(what.into()),
+            other => DeviceError::Space(other),
+        })?;
+    let mut core = Core::new(space, config);
+    core.next_namespace = checkpoint.next_namespace;
+    for (id, spec) in &checkpoint.namespaces {
+        let saved = checkpoint
+            .parts
+            .iter()
+            .find(|(namespace, _, _)| namespace == id)
+            .map(|(_, _, bytes)| bytes.as_slice());
+        let engine = core.open_engine(*id, spec.preset, saved)?;
+        if let Some(logs) = &spec.logs {
+            // Only takes effect for a namespace that never wrote (its writer was not saved).
+            let _ = core.space.set_namespace_logs(*id, logs);
+        }
+        core.namespaces.insert(
+            *id,
+            Namespace {
+                spec: spec.clone(),
+                engine,
+            },
+        );
+    }
+    let mut t = t;
+    for namespace in core.namespaces.values_mut() {
+        t = namespace
+            .engine
+            .account_valid(&mut core.space, t)
+            .map_err(|error| DeviceError::Recovery(format!("reading the index: {error}")))?;
+    }
+    let mut journal = Journal::resume(
+        &core.space,
+        Mode::Plp,
+        SyncPolicy::EveryCommand,
+        sequence,
+        next_pages,
+        root.next_log_id,
+    )?;
+    journal.adopt(&root);
+    t = journal.mark_running(&mut core.space, t)?;
+    core.plp = Some(journal);
+    core.recovery = Some(RecoveryReport {
+        superblock_sequence: sequence,
+        checkpoint_lsn: checkpoint.next_lsn,
+        checkpoint_pages,
+        namespaces: checkpoint.namespaces.len(),
+        log_pages_read: 0,
+        records_found: 0,
+        records_replayed: 0,
+        operations_replayed: 0,
+        log_end: "no log (power-loss protection)".into(),
+        simulated_ns: t.saturating_sub(start),
+        wall: wall.elapsed(),
+    });
+    Ok(Device {
+        core: Mutex::new(core),
+    })
+}
+
+impl Device {
+    /// Power fails at `at`. With power-loss protection the device first writes its dump on the
+    /// capacitor's energy (returned: what it wrote and the bound it had to meet); then the flash
+    /// loses power, and every later command fails until the flash is opened again. Without PLP
+    /// the flash simply loses power (`None`).
+    pub fn power_cut(&self, at: SimTime) -> Result<Option<DumpReport>> {
+        let mut core = self.lock()?;
+        let report = if core.plp.is_some() {
+            let report = core.write_dump(at)?;
+            core.last_dump = Some(report);
+            Some(report)
+        } else {
+            None
+        };
+        core.space.flash_mut().cut_power();
+        Ok(report)
+    }
+
+    /// The most the dump at a power cut may write for the namespaces the device holds now.
+    pub fn plp_dump_bound(&self) -> Result<DumpBound> {
+        Ok(self.lock()?.plp_dump_bound())
+    }
+}
