@@ -220,13 +220,11 @@ pub fn preset_by_name(name: &str) -> Option<Preset> {
         .find(|preset| preset.name() == name)
 }
 
-/// The attributes of a new namespace of the named preset.
+/// The attributes of a new namespace of the named preset (LSM or hash).
 fn namespace_spec(name: &str) -> Result<NamespaceSpec, Failure> {
-    let preset = preset_by_name(name).ok_or_else(|| {
-        Failure::work(format!(
-            "namespaces of preset {name} are not supported by this device"
-        ))
-    })?;
+    let preset: kvssd_device::PresetKind = name
+        .parse()
+        .map_err(|error| Failure::work(format!("preset {name}: {error}")))?;
     Ok(NamespaceSpec::new(preset))
 }
 

@@ -167,8 +167,17 @@ fn image_namespaces_are_created_listed_and_deleted() {
     assert!(!listed.contains("\n2\t"), "{listed}");
     let gone = failed(&kvssd(&["get", path, "--ns", "2", "key"]), 1);
     assert!(gone.contains("namespace 2 does not exist"), "{gone}");
+    // Hash namespaces serve point commands; scans are refused with a one-line error.
+    assert_eq!(
+        ok(&kvssd(&["ns", "create", path, "--preset", "kaml"])).trim(),
+        "3"
+    );
+    ok(&kvssd(&["put", path, "--ns", "3", "key", "in kaml"]));
+    assert_eq!(ok(&kvssd(&["get", path, "--ns", "3", "key"])), "in kaml");
+    failed(&kvssd(&["scan", path, "--ns", "3"]), 1);
+    assert!(ok(&kvssd(&["check", path])).contains("no problems found"));
     // Ids are never reused.
-    assert_eq!(ok(&kvssd(&["ns", "create", path])).trim(), "3");
+    assert_eq!(ok(&kvssd(&["ns", "create", path])).trim(), "4");
     failed(&kvssd(&["ns", "delete", path, "2"]), 1);
     assert_eq!(ok(&kvssd(&["get", path, "key"])), "in one");
 }
