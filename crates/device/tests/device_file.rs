@@ -1,0 +1,215 @@
+//! A device on a real file: written with sync per command, closed or abandoned, reopened, and
+//! checked; then damaged (superblock copies, a log-framed page of the checkpoint or log, a foreign
+//! file, an unsupported image version): open must give a typed error or recover a state that is a
+//! prefix of the commands, never wrong data.
+
+use std::path::PathBuf;
+
+use kvssd_device::{
+    Device, DeviceConfig, DeviceError, Durability, NamespaceSpec, StoreMode, SyncPolicy,
+};
+use kvssd_engine::hash::HashPreset;
+use kvssd_engine::Preset;
+use kvssd_flash::Profile;
+
+fn image(name: &str) -> PathBuf {
+    let path = std::env::temp_dir().join(format!(
+        "kvssd-device-file-{}-{name}.img",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+fn config() -> DeviceConfig {
+    let mut config = DeviceConfig::test_min();
+    config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
+    config
+}
+
+/// Values after each prefix of the writes: (namespace slot, key) -> value.
+type History = Vec<Vec<Option<Vec<u8>>>>;
+
+/// Writes 120 commands into a pink and a kaml namespace; returns the states after each prefix.
+fn write(device: &Device) -> History {
+    let pink = device
+        .create_namespace(NamespaceSpec::new(Preset::Pink))
+        .expect("create pink");
+    let kaml = device
+        .create_namespace(NamespaceSpec::new(HashPreset::Kaml))
+        .expect("create kaml");
+    let mut current: Vec<Option<Vec<u8>>> = vec![None; 40];
+    let mut history = vec![current.clone()];
+    let mut t = 0;
+    for step in 0..120u32 {
+        let slot = (step * 7 % 40) as usize;
+        let namespace = if slot < 20 { pink } else { kaml };
+        let key = format!("key{slot:02}").into_bytes();
+        if step % 9 == 8 {
+            t = device.delete(t, namespace, &key).expect("delete");
+            current[slot] = None;
+        } else {
+            let value = format!("value {step} of {slot}").into_bytes();
+            t = device
+                .store(t, namespace, &key, &value, StoreMode::Upsert)
+                .expect("store");
+            current[slot] = Some(value);
+        }
+        history.push(current.clone());
+    }
+    history
+}
+
+fn read(device: &Device) -> Result<Vec<Option<Vec<u8>>>, DeviceError> {
+    let infos = device.list_namespaces()?;
+    let ids: Vec<_> = infos.iter().map(|info| info.id).collect();
+    let mut out = Vec::new();
+    for slot in 0..40 {
+        let namespace = if slot < 20 { ids[0] } else { ids[1] };
+        let key = format!("key{slot:02}").into_bytes();
+        out.push(
+            device
+                .retrieve(0, namespace, &key, None)?
+                .0
+                .map(|found| found.value),
+        );
+    }
+    Ok(out)
+}
+
+#[test]
+fn device_file_keeps_every_acknowledged_write_across_close_and_abandon() {
+    for close in [true, false] {
+        let path = image(if close { "close" } else { "abandon" });
+        let profile = Profile::test_min();
+        let device = Device::create(&path, profile.geometry, None, config()).expect("create");
+        let history = write(&device);
+        if close {
+            device.close(0).expect("close");
+        } else {
+            drop(device);
+        }
+        let device = Device::open_path(&path, None, config()).expect("reopen");
+        let found = read(&device).expect("read");
+        assert_eq!(&found, history.last().expect("history"), "close {close}");
+        drop(device);
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+fn damage(path: &PathBuf, offset: u64) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("open image");
+    let mut byte = [0u8; 1];
+    file.read_exact_at(&mut byte, offset).expect("read");
+    byte[0] ^= 0x5a;
+    file.write_all_at(&byte, offset).expect("write");
+}
+
+fn header_u64(bytes: &[u8], at: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(b)
+}
+
+#[test]
+fn device_file_damage_gives_a_typed_error_or_a_prefix_never_wrong_data() {
+    let profile = Profile::test_min();
+    let geometry = profile.geometry;
+    let page_bytes = u64::from(geometry.page_bytes);
+    let pages_per_block = u64::from(geometry.pages_per_block);
+    let path = image("pristine");
+    let device = Device::create(&path, geometry, None, config()).expect("create");
+    let history = write(&device);
+    drop(device);
+    let pristine = std::fs::read(&path).expect("read image");
+    let data_offset = header_u64(&pristine, 44);
+    let mut cases: Vec<(String, Vec<u64>)> = Vec::new();
+    // Every superblock page (blocks 0 and 1) at once.
+    cases.push((
+        "superblock".into(),
+        (0..2 * pages_per_block)
+            .map(|page| data_offset + page * page_bytes + 20)
+            .collect(),
+    ));
+    // Each programmed log-framed page (checkpoint or log), one at a time.
+    let pages_total = geometry.pages_total();
+    for page in 2 * pages_per_block..pages_total {
+        let at = (data_offset + page * page_bytes) as usize;
+        if pristine.get(at..at + 4) == Some(&b"KLOG"[..]) {
+            cases.push((format!("log-framed page {page}"), vec![at as u64 + 40]));
+        }
+    }
+    assert!(cases.len() > 2, "the image holds no checkpoint or log page");
+    let mut errors = 0;
+    let mut prefixes = 0;
+    for (what, offsets) in &cases {
+        let damaged = image("damaged");
+        std::fs::write(&damaged, &pristine).expect("copy image");
+        for &offset in offsets {
+            damage(&damaged, offset);
+        }
+        match Device::open_path(&damaged, None, config()) {
+            Err(error) => {
+                let message = error.to_string();
+                assert!(
+                    !message.is_empty() && !message.contains('\n'),
+                    "{what}: {message}"
+                );
+                errors += 1;
+            }
+            Ok(device) => match read(&device) {
+                Ok(found) => {
+                    assert!(
+                        history.contains(&found),
+                        "{what}: recovered a state that no prefix of the writes had"
+                    );
+                    prefixes += 1;
+                }
+                Err(error) => {
+                    assert!(!error.to_string().contains('\n'));
+                    errors += 1;
+                }
+            },
+        }
+        let _ = std::fs::remove_file(&damaged);
+    }
+    println!(
+        "{} damaged images: {errors} typed errors, {prefixes} recovered prefixes",
+        cases.len()
+    );
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn device_file_refuses_foreign_files_and_unsupported_versions() {
+    let profile = Profile::test_min();
+    let path = image("version");
+    let device = Device::create(&path, profile.geometry, None, config()).expect("create");
+    drop(device);
+    let mut bytes = std::fs::read(&path).expect("read image");
+    bytes[8..12].copy_from_slice(&99u32.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[..68]);
+    bytes[68..72].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&path, &bytes).expect("write image");
+    match Device::open_path(&path, None, config()) {
+        Err(error) => assert!(error.to_string().contains("version"), "{error}"),
+        Ok(_) => panic!("an image of version 99 was opened"),
+    }
+    std::fs::write(&path, vec![0x42u8; bytes.len()]).expect("write foreign");
+    match Device::open_path(&path, None, config()) {
+        Err(error) => assert!(!error.to_string().contains('\n'), "{error}"),
+        Ok(_) => panic!("a foreign file was opened"),
+    }
+    let mut plp = config();
+    plp.durability = Durability::PowerLossProtection;
+    assert!(matches!(
+        Device::create(&path, profile.geometry, None, plp),
+        Err(DeviceError::ModeMismatch(_))
+    ));
+    let _ = std::fs::remove_file(&path);
+}
