@@ -5,7 +5,7 @@
 //! * [`workload`]: YCSB core workloads (Load, A-F) generated deterministically from a seed.
 //! * [`runner`]: closed-loop clients on the virtual clock; [`report`]: the one result schema, the
 //!   table, the JSON and the plots.
-//! * [`ycsb`], [`gc`], [`seek`]: `kvssd bench ycsb`, `gc` and `seek`.
+//! * [`ycsb`], [`gc`], [`seek`], [`kaml_micro`]: `kvssd bench ycsb`, `gc`, `seek` and `kaml-micro`.
 //! * [`sim_speed`]: how fast the simulator copies pages compared with a plain random memory copy of
 //!   the same size on this machine.
 //!
@@ -14,6 +14,7 @@
 
 pub mod flash_bench;
 pub mod gc;
+pub mod kaml_micro;
 pub mod report;
 pub mod runner;
 pub mod seek;

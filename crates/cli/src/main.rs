@@ -45,6 +45,39 @@ enum BenchCommand {
     Gc(Box<GcArgs>),
     /// db_bench SeekRandom on iterators (IterKVSSD): Seek, then Nexts, per prefetch degree.
     Seek(Box<SeekArgs>),
+    /// KAML's micro-benchmarks on a kaml namespace: Fetch/Update/Insert by value size, batch sizes, logs.
+    KamlMicro(Box<KamlMicroArgs>),
+}
+
+#[derive(Debug, Args)]
+struct KamlMicroArgs {
+    /// Value sizes of the Fetch / Update / Insert experiment, comma-separated.
+    #[arg(long, default_value = "512,1024,2048,4096", value_delimiter = ',', value_parser = parse_value_bytes)]
+    value_sizes: Vec<usize>,
+    /// Records per atomic batch in the batch experiment, comma-separated.
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',', value_parser = parse_batch)]
+    batch_sizes: Vec<usize>,
+    /// Logs the namespace writes to in the logs experiment, comma-separated (at most the dies).
+    #[arg(long, default_value = "16,32,64", value_delimiter = ',', value_parser = parse_logs)]
+    logs: Vec<u32>,
+    /// Records inserted (the Insert experiment and the data set of Update and Fetch).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    records: u64,
+    /// Commands of each Update and Fetch run.
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    ops: u64,
+    /// Closed-loop clients (KAML's bandwidth runs use 8 host threads).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    clients: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Write plots (SVG) and a self-contained HTML page into this directory.
+    #[arg(long)]
+    report: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -236,6 +269,20 @@ fn parse_value_bytes(text: &str) -> Result<usize, String> {
     }
 }
 
+fn parse_batch(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(batch) if (1..=1024).contains(&batch) => Ok(batch),
+        _ => Err("must be a whole number from 1 to 1024".into()),
+    }
+}
+
+fn parse_logs(text: &str) -> Result<u32, String> {
+    match text.parse::<u32>() {
+        Ok(logs) if (1..=64).contains(&logs) => Ok(logs),
+        _ => Err("must be a whole number from 1 to 64 (the dies of the pink card)".into()),
+    }
+}
+
 fn parse_threads(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(threads) if (1..=256).contains(&threads) => Ok(threads),
@@ -296,6 +343,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Ycsb(args)) => run_ycsb(*args),
         Command::Bench(BenchCommand::Gc(args)) => run_gc(*args),
         Command::Bench(BenchCommand::Seek(args)) => run_seek(*args),
+        Command::Bench(BenchCommand::KamlMicro(args)) => run_kaml_micro(*args),
     }
 }
 
@@ -664,6 +712,78 @@ fn run_seek(args: SeekArgs) -> ExitCode {
                 result.flash_reads_per_query.avg
             );
         }
+    }
+    write_outputs(
+        &report,
+        started,
+        args.json.as_deref(),
+        args.report.as_deref(),
+    )
+}
+
+fn run_kaml_micro(args: KamlMicroArgs) -> ExitCode {
+    use kvssd_bench::kaml_micro;
+    let config = kaml_micro::KamlMicroConfig {
+        value_sizes: args.value_sizes,
+        batch_sizes: args.batch_sizes,
+        log_counts: args.logs,
+        records: args.records,
+        operations: args.ops,
+        clients: args.clients,
+        seed: args.seed,
+        ..kaml_micro::KamlMicroConfig::default_config()
+    };
+    eprintln!(
+        "kvssd bench kaml-micro: pink card [{}], {} records of {} B keys, {} commands per update/fetch run, {} clients, value sizes {:?}, batch sizes {:?}, logs {:?}, seed {} (simulated time)",
+        config.flash.geometry,
+        config.records,
+        config.key_bytes,
+        config.operations,
+        config.clients,
+        config.value_sizes,
+        config.batch_sizes,
+        config.log_counts,
+        config.seed
+    );
+    let started = std::time::Instant::now();
+    let result = kaml_micro::run(&config, &mut |experiment, step, steps| {
+        eprintln!("  {experiment}: {}/{steps}", step + 1);
+    });
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "{:<12} {:<8} {:>6} {:>6} {:>5} {:>12} {:>10} {:>10} {:>10}",
+        "experiment", "op", "value", "batch", "logs", "records/s", "MB/s", "lat avg", "lat p99"
+    );
+    for result in &report.results {
+        let params = result.params.clone().unwrap_or_default();
+        let get = |key: &str| params.get(key).cloned().unwrap_or(serde_json::Value::Null);
+        let latency = if result.workload == "fetch" {
+            result.read_latency_us
+        } else {
+            result.write_latency_us
+        };
+        println!(
+            "{:<12} {:<8} {:>6} {:>6} {:>5} {:>12.0} {:>10.1} {:>10.1} {:>10.1}",
+            get("experiment").as_str().unwrap_or(""),
+            result.workload,
+            get("value_bytes"),
+            get("batch")
+                .as_u64()
+                .map_or("-".to_string(), |batch| batch.to_string()),
+            get("logs")
+                .as_u64()
+                .map_or("all".to_string(), |logs| logs.to_string()),
+            result.throughput_kops * 1e3,
+            get("bandwidth_mb_s").as_f64().unwrap_or(0.0),
+            latency.avg,
+            latency.p99
+        );
     }
     write_outputs(
         &report,
