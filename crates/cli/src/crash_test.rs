@@ -7,8 +7,8 @@ use std::process::ExitCode;
 
 use clap::builder::TypedValueParser;
 use clap::Args;
-use kvssd_device::crash::{self, CrashConfig};
-use kvssd_engine::Preset;
+use kvssd_device::crash::{self, CrashConfig, CrashPoints};
+use kvssd_device::{Durability, PresetKind, SyncPolicy};
 
 /// `kvssd crash-test`.
 #[derive(Debug, Args)]
@@ -20,12 +20,14 @@ pub struct CrashTestArgs {
     /// else a seeded sample of this many.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     points: u64,
-    /// Engine preset of the workload's namespaces.
-    #[arg(long, default_value = "pink", value_parser = parse_lsm_preset)]
-    preset: Preset,
-    /// Durability protocol: wal (write-ahead log, sync per command) or plp.
-    #[arg(long, default_value = "wal", value_parser = ["wal", "plp"])]
-    mode: String,
+    /// Engine preset of the workload's namespaces (pink, pink-noopt, pink-range, lightstore, hash,
+    /// kaml).
+    #[arg(long, default_value = "pink", value_parser = parse_preset)]
+    preset: PresetKind,
+    /// Durability protocol: wal (write-ahead log, sync per command; also wal/every-command),
+    /// wal/group-commit-N, wal/none, or plp (power-loss protection: a dump at the cut).
+    #[arg(long, default_value = "wal", value_parser = parse_mode)]
+    mode: Durability,
     /// Commands in the workload (CI runs 150).
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=100_000).map(|n| n as usize))]
     commands: usize,
@@ -34,27 +36,64 @@ pub struct CrashTestArgs {
     at: Option<u64>,
 }
 
-fn parse_lsm_preset(name: &str) -> Result<Preset, String> {
-    crate::image::preset_by_name(name).ok_or_else(|| {
-        let names: Vec<&str> = Preset::ALL.iter().map(|preset| preset.name()).collect();
-        format!(
-            "the crash harness runs LSM presets (expected one of {})",
-            names.join(", ")
-        )
+fn parse_preset(name: &str) -> Result<PresetKind, String> {
+    name.parse::<PresetKind>().map_err(|_| {
+        let names: Vec<&str> = PresetKind::ALL.iter().map(|preset| preset.name()).collect();
+        format!("unknown preset (expected one of {})", names.join(", "))
     })
+}
+
+fn parse_mode(name: &str) -> Result<Durability, String> {
+    let group = name
+        .strip_prefix("wal/group-commit-")
+        .and_then(|records| records.parse::<u32>().ok())
+        .filter(|&records| records >= 1);
+    match (name, group) {
+        ("wal" | "wal/every-command", _) => Ok(Durability::WriteAheadLog(SyncPolicy::EveryCommand)),
+        ("wal/none", _) => Ok(Durability::WriteAheadLog(SyncPolicy::None)),
+        ("plp", _) => Ok(Durability::PowerLossProtection),
+        (_, Some(max_records)) => Ok(Durability::WriteAheadLog(SyncPolicy::GroupCommit {
+            max_records,
+        })),
+        _ => Err("expected wal, wal/every-command, wal/group-commit-N, wal/none or plp".into()),
+    }
 }
 
 /// Runs the crash test.
 pub fn run(args: CrashTestArgs) -> ExitCode {
-    if args.mode != "wal" {
-        eprintln!(
-            "kvssd: crash-test --mode {} is not supported by the crash harness yet (use wal)",
-            args.mode
-        );
-        return ExitCode::from(2);
-    }
-    let mut config = CrashConfig::small(args.seed, args.preset);
+    let mut config = CrashConfig::small(args.seed, args.preset).with_durability(args.mode);
     config.commands = args.commands;
+    if args.at.is_none() && args.mode != Durability::WriteAheadLog(SyncPolicy::EveryCommand) {
+        // Power-loss protection is cut between commands, and the other sync policies promise a
+        // prefix of the commands: the harness chooses those crash points itself.
+        eprintln!(
+            "kvssd crash-test: seed {} preset {} mode {} commands {}",
+            args.seed,
+            args.preset.name(),
+            config.mode_name(),
+            args.commands
+        );
+        let points = CrashPoints::Sample(args.points);
+        let outcome = crash::crash_pass(&config, points);
+        println!(
+            "survived {} of {} crash points (seed {}, preset {}, mode {}, {} commands, {} flash operations)",
+            outcome.survived,
+            outcome.crash_points,
+            args.seed,
+            args.preset.name(),
+            config.mode_name(),
+            args.commands,
+            outcome.workload_operations
+        );
+        for failure in &outcome.failures {
+            println!("failure: {failure}");
+        }
+        return if outcome.failures.is_empty() && outcome.survived == outcome.crash_points {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        };
+    }
     let total = match crash::workload_operations(&config) {
         Ok(total) => total,
         Err(error) => {
@@ -75,7 +114,7 @@ pub fn run(args: CrashTestArgs) -> ExitCode {
         "kvssd crash-test: seed {} preset {} mode {} commands {}: {} flash operations, {} crash points",
         args.seed,
         args.preset.name(),
-        args.mode,
+        config.mode_name(),
         args.commands,
         total,
         cuts.len()

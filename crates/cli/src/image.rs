@@ -189,8 +189,7 @@ fn parse_profile(name: &str) -> Result<Profile, String> {
     })
 }
 
-/// Preset names a namespace may be given; `hash` and `kaml` work once the device serves them
-/// (until then the namespace is refused with a one-line error).
+/// Preset names a namespace may be given: the four LSM presets and the two hash ones.
 pub const PRESET_NAMES: [&str; 6] = [
     "pink",
     "pink-noopt",
@@ -210,14 +209,6 @@ pub fn parse_preset_name(name: &str) -> Result<String, String> {
             PRESET_NAMES.join(", ")
         ))
     }
-}
-
-/// The engine preset of a name, if the device serves it.
-pub fn preset_by_name(name: &str) -> Option<Preset> {
-    Preset::ALL
-        .iter()
-        .copied()
-        .find(|preset| preset.name() == name)
 }
 
 /// The attributes of a new namespace of the named preset (LSM or hash).

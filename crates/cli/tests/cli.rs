@@ -90,3 +90,28 @@ fn cli_flash_bench_json_has_the_documented_keys() {
     }
     assert!(json["latency_us"]["p50"].as_f64() <= json["latency_us"]["max"].as_f64());
 }
+
+#[test]
+fn cli_crash_test_runs_every_durability_mode_on_hash_presets() {
+    for (mode, preset) in [("plp", "kaml"), ("wal/group-commit-4", "hash")] {
+        let output = kvssd(&[
+            "crash-test",
+            "--mode",
+            mode,
+            "--preset",
+            preset,
+            "--points",
+            "12",
+            "--commands",
+            "60",
+        ]);
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{mode}: {stdout}");
+        let words: Vec<&str> = stdout.split_whitespace().collect();
+        // "survived S of N crash points ..."
+        assert_eq!(words.first(), Some(&"survived"), "{stdout}");
+        let survived: u64 = words[1].parse().expect("a count");
+        let points: u64 = words[3].parse().expect("a count");
+        assert!(points > 0 && survived == points, "{mode}: {stdout}");
+    }
+}
