@@ -15,7 +15,7 @@
 //!
 //! Every command takes the simulated time at which it is issued and returns the time at which it
 //! completes. Every violation is a typed [`DeviceError`] with a one-line message, and a refused
-//! command changes nothing. Threading: see [`Device`]. Design: `docs/design-device.md`.
+//! command changes nothing. Threading: see [`Device`]. Design: `docs/design.md` §17.
 //!
 //! * [`durability`]: the on-flash formats that make acknowledged writes survive power loss — the
 //!   write-ahead log's record framing and the superblock.

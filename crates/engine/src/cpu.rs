@@ -2,7 +2,7 @@
 //!
 //! Counts, never measured wall time, so a run is reproducible. Per-unit costs are for PinK's
 //! controller, a 1.2 GHz ARM Cortex-A53 (in-order, 32 KiB L1, DRAM at ~100 ns); see
-//! `docs/design-engine.md` ("Controller CPU cost") for how each number was chosen.
+//! `docs/design.md` §15 ("Controller CPU cost") for how each number was chosen.
 
 /// Nanoseconds per unit of work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

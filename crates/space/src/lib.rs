@@ -16,7 +16,7 @@
 //!   which records are live: it implements [`Liveness`] or inspects [`Victim`] itself, so the
 //!   dependency points down.
 //!
-//! Byte layouts are in `docs/design-engine.md` ("Data pages and their OOB").
+//! Byte layouts are in `docs/design.md` §15 ("Byte layouts").
 
 mod durable;
 mod layout;
