@@ -10,3 +10,5 @@ echo "== cargo clippy (warnings are errors)"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 echo "== cargo test"
 cargo test --locked --workspace
+echo "== crash harness: crash points survived, by durability mode and preset"
+cargo test --locked -p kvssd-device --test crash_harness -- --nocapture 2>&1 | grep -E "crash pass|crash points in all|test result"
