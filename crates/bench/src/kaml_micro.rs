@@ -272,13 +272,7 @@ pub fn run(
     config: &KamlMicroConfig,
     progress: &mut dyn FnMut(&str, u64, u64),
 ) -> Result<BenchReport, String> {
-    let mut report = BenchReport {
-        profile: "kaml-micro".into(),
-        simulated: true,
-        seed: config.seed,
-        results: Vec::new(),
-        notes: Vec::new(),
-    };
+    let mut report = BenchReport::simulated("kaml-micro", config.seed);
     let sizes = config.value_sizes.len() as u64;
     for (step, &value_bytes) in config.value_sizes.iter().enumerate() {
         progress("value sizes", step as u64, sizes);

@@ -106,6 +106,17 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
+    /// An empty report of a run on simulated flash.
+    pub fn simulated(profile: &str, seed: u64) -> BenchReport {
+        BenchReport {
+            profile: profile.to_string(),
+            simulated: true,
+            seed,
+            results: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
     /// The terminal table.
     pub fn table(&self) -> String {
         let mut out = String::new();

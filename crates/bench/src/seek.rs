@@ -52,13 +52,7 @@ pub fn run(
     let outcomes = run_presets(&config.presets, threads, |preset| {
         run_preset(config, preset, progress)
     });
-    let mut report = BenchReport {
-        profile: config.profile.name.to_string(),
-        simulated: true,
-        seed: config.seed,
-        results: Vec::new(),
-        notes: Vec::new(),
-    };
+    let mut report = BenchReport::simulated(config.profile.name, config.seed);
     for outcome in outcomes {
         report.results.extend(outcome?);
     }

@@ -49,6 +49,28 @@ enum BenchCommand {
     KamlMicro(Box<KamlMicroArgs>),
 }
 
+/// Where a benchmark writes its results besides the terminal.
+#[derive(Debug, Args)]
+struct OutputArgs {
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+    /// Write plots (SVG) and a self-contained HTML page into this directory.
+    #[arg(long)]
+    report: Option<std::path::PathBuf>,
+}
+
+/// How a benchmark of several presets runs.
+#[derive(Debug, Args)]
+struct RunArgs {
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+    /// Presets simulated at once, each on its own thread (figures do not depend on it).
+    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
+    threads: usize,
+}
+
 #[derive(Debug, Args)]
 struct KamlMicroArgs {
     /// Value sizes of the Fetch / Update / Insert experiment, comma-separated.
@@ -72,12 +94,8 @@ struct KamlMicroArgs {
     /// Seed.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Write the results as one JSON object to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
-    /// Write plots (SVG) and a self-contained HTML page into this directory.
-    #[arg(long)]
-    report: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    output: OutputArgs,
 }
 
 #[derive(Debug, Args)]
@@ -106,18 +124,10 @@ struct SeekArgs {
     /// Seed of the load order and the seek keys.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Write the results as one JSON object to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
-    /// Write plots (SVG) and a self-contained HTML page into this directory.
-    #[arg(long)]
-    report: Option<std::path::PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
-    /// Presets simulated at once, each on its own thread (figures do not depend on it).
-    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Debug, Args)]
@@ -141,29 +151,22 @@ struct GcArgs {
     /// Seed of every request stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Write the results as one JSON object to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
-    /// Write plots (SVG) and a self-contained HTML page into this directory.
-    #[arg(long)]
-    report: Option<std::path::PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
-    /// Presets simulated at once, each on its own thread (figures do not depend on it).
-    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Debug, Args)]
 struct YcsbArgs {
-    /// Engine presets, comma-separated, run one after another on identical fresh devices.
-    #[arg(long, default_value = "pink,lightstore", value_delimiter = ',')]
+    /// Presets, comma-separated, each on its own identical fresh device (pink, pink-noopt, pink-range,
+    /// pink-gcrewrite, lightstore, hash, kaml).
+    #[arg(long, default_value = "pink,lightstore,hash", value_delimiter = ',')]
     presets: Vec<String>,
     /// Workloads, comma-separated (load, a, b, c, d, e, f). Load always runs first to build the data set.
     #[arg(long, default_value = "load,a,b,c,d,e,f", value_delimiter = ',', value_parser = parse_workload)]
     workloads: Vec<kvssd_bench::workload::WorkloadSpec>,
-    /// Benchmark profile: default (PinK's setup scaled to 1 GiB) or paper (64 GiB, 44M pairs).
+    /// Benchmark profile: default (PinK's setup scaled to 4 GiB, same shape) or paper (64 GiB, 44M pairs).
     #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
     profile: kvssd_bench::ycsb::BenchProfile,
     /// Override the number of keys loaded.
@@ -178,18 +181,10 @@ struct YcsbArgs {
     /// Seed of every request stream.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Write the results as one JSON object to this file.
-    #[arg(long)]
-    json: Option<std::path::PathBuf>,
-    /// Write plots (SVG) and a self-contained HTML page into this directory.
-    #[arg(long)]
-    report: Option<std::path::PathBuf>,
-    /// No progress bar.
-    #[arg(long)]
-    quiet: bool,
-    /// Presets simulated at once, each on its own thread (figures do not depend on it).
-    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
-    threads: usize,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Debug, Args)]
@@ -492,11 +487,13 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
         workload_names.join(","),
         config.seed
     );
-    let bars = PresetBars::new(&config.presets, args.quiet);
+    let bars = PresetBars::new(&config.presets, args.run.quiet);
     let started = std::time::Instant::now();
-    let result = ycsb::run(&config, args.threads, &|preset, workload, done, total| {
-        bars.update(preset, workload, done, total)
-    });
+    let result = ycsb::run(
+        &config,
+        args.run.threads,
+        &|preset, workload, done, total| bars.update(preset, workload, done, total),
+    );
     bars.finish();
     let report = match result {
         Ok(report) => report,
@@ -508,8 +505,8 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
     write_outputs(
         &report,
         started,
-        args.json.as_deref(),
-        args.report.as_deref(),
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
     )
 }
 
@@ -604,11 +601,13 @@ fn run_gc(args: GcArgs) -> ExitCode {
         config.presets.join(","),
         config.seed
     );
-    let bars = PresetBars::new(&config.presets, args.quiet);
+    let bars = PresetBars::new(&config.presets, args.run.quiet);
     let started = std::time::Instant::now();
-    let result = gc::run(&config, args.threads, &|preset, workload, done, total| {
-        bars.update(preset, workload, done, total)
-    });
+    let result = gc::run(
+        &config,
+        args.run.threads,
+        &|preset, workload, done, total| bars.update(preset, workload, done, total),
+    );
     bars.finish();
     let report = match result {
         Ok(report) => report,
@@ -644,8 +643,8 @@ fn run_gc(args: GcArgs) -> ExitCode {
     write_outputs(
         &report,
         started,
-        args.json.as_deref(),
-        args.report.as_deref(),
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
     )
 }
 
@@ -686,9 +685,9 @@ fn run_seek(args: SeekArgs) -> ExitCode {
         config.presets.join(","),
         config.seed
     );
-    let bars = PresetBars::new(&config.presets, args.quiet);
+    let bars = PresetBars::new(&config.presets, args.run.quiet);
     let started = std::time::Instant::now();
-    let result = seek::run(&config, args.threads, &|preset, phase, done, total| {
+    let result = seek::run(&config, args.run.threads, &|preset, phase, done, total| {
         bars.update(preset, phase, done, total)
     });
     bars.finish();
@@ -716,8 +715,8 @@ fn run_seek(args: SeekArgs) -> ExitCode {
     write_outputs(
         &report,
         started,
-        args.json.as_deref(),
-        args.report.as_deref(),
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
     )
 }
 
@@ -788,8 +787,8 @@ fn run_kaml_micro(args: KamlMicroArgs) -> ExitCode {
     write_outputs(
         &report,
         started,
-        args.json.as_deref(),
-        args.report.as_deref(),
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
     )
 }
 
