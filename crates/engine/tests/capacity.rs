@@ -228,3 +228,53 @@ fn bloom_lightstore_false_positive_rate_matches_monkey() {
         "measured {measured:.4} is not close to Monkey's {predicted:.4}"
     );
 }
+
+/// Regression: on PinK's card with 64 logs, sustained uniform overwrites after a load once made
+/// `pink` refuse puts ("GC cannot free the blocks this write needs") while most data blocks were
+/// under 20% valid: GC takes a data victim only while L0 has room for its re-inserted records, and
+/// with L0 full of them and too few other victims it gave up. GC now flushes L0 into the pinned L1
+/// to make room.
+#[test]
+fn capacity_regression_pink_gc_reinsertion_keeps_up_on_many_logs() {
+    let profile = Profile::pink_with_blocks(8);
+    let mut config = EngineConfig::new(Preset::Pink, &profile.geometry);
+    config.l0_bytes = 64 << 10;
+    config.l1_entries = 500;
+    config.levels_max = 4;
+    config.expected_value_bytes = 1024;
+    config.dram_budget_bytes = profile.geometry.capacity_bytes() / 1000
+        + config.l0_bytes
+        + config.value_bytes_max(&profile.geometry) as u64
+        + profile.geometry.block_bytes();
+    let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+    let mut engine = LsmEngine::open(flash, config).expect("open");
+    let value = |id: u64, version: u64| vec![(id + version) as u8; 1024];
+    let records = 250_000u64;
+    let mut now = 0;
+    for id in 0..records {
+        now = engine.put(now, &key(id), &value(id, 0)).expect("load");
+    }
+    let mut state = 7u64;
+    let mut versions = vec![0u64; records as usize];
+    for round in 1..=900_000u64 {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let id = (state >> 33) % records;
+        versions[id as usize] = round;
+        now = engine
+            .put(now, &key(id), &value(id, round))
+            .unwrap_or_else(|error| panic!("overwrite {round} refused: {error}"));
+    }
+    let stats = engine.stats();
+    assert!(stats.gc_data_victims > 0, "data blocks were collected");
+    assert!(
+        stats.gc_records_reinserted > 0,
+        "live records were re-inserted"
+    );
+    for id in (0..records).step_by(97) {
+        let (found, done) = engine.get(now, &key(id)).expect("get");
+        now = done;
+        assert_eq!(found, Some(value(id, versions[id as usize])), "key {id}");
+    }
+}

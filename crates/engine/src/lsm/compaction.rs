@@ -282,6 +282,33 @@ impl LsmTree {
         Ok(t)
     }
 
+    /// Flushes L0 into a pinned L1 without cascading, for GC. `pink` re-inserts the live records of
+    /// data victims into L0, and takes a data victim only while L0 has room for its records; when
+    /// L0 is full of them and no victim is acceptable, GC makes room this way. A merge into a pinned
+    /// L1 happens in DRAM, so this writes only the data pages of L0's values; the merges further
+    /// down run at the next regular flush. REQUIRES: L1 is pinned.
+    pub(super) fn flush_for_gc(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        debug_assert!(self.levels.first().is_some_and(|level| level.pinned));
+        self.snapshot_cache = None;
+        let pairs = Arc::unwrap_or_clone(std::mem::take(&mut self.l0));
+        let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
+        let l0_key_bytes = std::mem::replace(&mut self.l0_key_bytes, 0);
+        match self.write_values(space, at, &pairs) {
+            Ok((entries, written)) => {
+                let t = self.charge(space, written);
+                let t = self.merge_into(space, t, entries, 0)?;
+                self.activity.flushes += 1;
+                Ok(t)
+            }
+            Err(error) => {
+                self.l0 = Arc::new(pairs);
+                self.l0_bytes = l0_bytes;
+                self.l0_key_bytes = l0_key_bytes;
+                Err(error)
+            }
+        }
+    }
+
     /// Flushes L0 now (for tests and shutdown paths); a no-op when L0 is empty.
     pub fn flush_l0(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         self.snapshot_cache = None;

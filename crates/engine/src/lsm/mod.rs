@@ -140,6 +140,8 @@ pub struct LsmTree {
     l0_bytes: u64,
     /// Bytes of L0's keys, kept as L0 changes so admission checks need not walk L0 per put.
     l0_key_bytes: u64,
+    /// Set while GC flushes L0 to make room for re-inserted records, so it does not recurse.
+    flushing_for_gc: bool,
     levels: Vec<Level>,
     l1_entries: u64,
     levels_max: usize,
@@ -288,6 +290,7 @@ impl LsmTree {
             l0: Arc::new(BTreeMap::new()),
             l0_bytes: 0,
             l0_key_bytes: 0,
+            flushing_for_gc: false,
             levels: Vec::new(),
             l1_entries,
             levels_max,
@@ -1130,6 +1133,20 @@ impl LsmTree {
             let Some(victim) = victim else {
                 if free >= hard {
                     return Ok(t);
+                }
+                // `pink`: L0 may be too full of re-inserted records for any data victim; flushing it
+                // into a pinned L1 costs only its data pages and lets GC go on.
+                if self.features.gc == GcPolicy::Reinsert
+                    && !self.l0.is_empty()
+                    && !self.flushing_for_gc
+                    && rounds <= space.geometry().blocks_total()
+                    && self.levels.first().is_some_and(|level| level.pinned)
+                {
+                    self.flushing_for_gc = true;
+                    let flushed = self.flush_for_gc(space, t);
+                    self.flushing_for_gc = false;
+                    t = flushed?;
+                    continue;
                 }
                 return Err(EngineError::CapacityExceeded(
                     "GC cannot free the blocks this write needs",
