@@ -204,10 +204,21 @@ impl Flash {
     }
 
     /// Operations issued more than the timing model's booking window
-    /// ([`crate::timing::BOOKING_WINDOW_NS`]) before the latest issue time; their timing may be too
-    /// optimistic. Zero in every correct run.
+    /// ([`crate::timing::BOOKING_WINDOW_NS`]) before the latest issue time, or before a horizon
+    /// promised with [`Flash::advance_horizon`]; their timing may be too optimistic. Zero in every
+    /// correct run.
     pub fn late_issues(&self) -> u64 {
         self.timeline.as_ref().map_or(0, Timeline::late_issues)
+    }
+
+    /// Promises that no operation will be issued before `horizon`, so the timing model may forget
+    /// bookings that ended by then and keep its calendars short. A closed-loop driver knows such a
+    /// time: the earliest ready time of its clients. Breaking the promise is counted in
+    /// [`Flash::late_issues`].
+    pub fn advance_horizon(&mut self, horizon: SimTime) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.advance_horizon(horizon);
+        }
     }
 
     /// The simulated time by which every die, channel and controller core is idle.

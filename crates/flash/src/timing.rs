@@ -113,7 +113,15 @@ pub(crate) struct Timeline {
     cores: Vec<Calendar>,
     latest_issue: SimTime,
     late_issues: u64,
+    /// Operations issued before this time are late: bookings that ended by it may be forgotten.
+    horizon: SimTime,
+    /// When calendars were last cleared of bookings that ended by the horizon.
+    forgotten_at: SimTime,
 }
+
+/// How far the horizon must advance before calendars are cleared again: clearing walks every
+/// calendar, so it is done at most once per this much simulated time, not at every operation.
+const FORGET_STEP_NS: u64 = 100_000;
 
 /// Booked, disjoint, sorted intervals `[start, end)` of one resource.
 #[derive(Debug, Clone, Default)]
@@ -203,6 +211,8 @@ impl Timeline {
             profile,
             latest_issue: 0,
             late_issues: 0,
+            horizon: 0,
+            forgotten_at: 0,
         }
     }
 
@@ -216,22 +226,33 @@ impl Timeline {
 
     /// Notes an issue time; forgets bookings that ended more than the window before the latest one.
     fn issue(&mut self, at: SimTime) {
-        let horizon = self.latest_issue.saturating_sub(BOOKING_WINDOW_NS);
-        if at < horizon {
+        if at < self.horizon {
             self.late_issues += 1;
         }
         if at > self.latest_issue {
             self.latest_issue = at;
-            let horizon = at.saturating_sub(BOOKING_WINDOW_NS);
-            // Forgetting is amortised: only when the oldest booking of a calendar is that old.
-            for calendar in self
-                .dies
-                .iter_mut()
-                .chain(self.channel_calendars.iter_mut())
-                .chain(self.cores.iter_mut())
-            {
-                calendar.forget_before(horizon);
-            }
+            self.advance_horizon(at.saturating_sub(BOOKING_WINDOW_NS));
+        }
+    }
+
+    /// Promises that no operation will be issued before `horizon` (a closed-loop driver knows
+    /// this: its earliest ready client); bookings that ended by then are forgotten.
+    pub(crate) fn advance_horizon(&mut self, horizon: SimTime) {
+        if horizon <= self.horizon {
+            return;
+        }
+        self.horizon = horizon;
+        if horizon < self.forgotten_at + FORGET_STEP_NS {
+            return;
+        }
+        self.forgotten_at = horizon;
+        for calendar in self
+            .dies
+            .iter_mut()
+            .chain(self.channel_calendars.iter_mut())
+            .chain(self.cores.iter_mut())
+        {
+            calendar.forget_before(horizon);
         }
     }
 
