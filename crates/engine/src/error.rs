@@ -68,3 +68,10 @@ impl From<SpaceError> for EngineError {
         }
     }
 }
+
+impl From<kvssd_flash::codec::DecodeError> for EngineError {
+    /// The engines decode bytes only when they restore a saved index state.
+    fn from(error: kvssd_flash::codec::DecodeError) -> Self {
+        EngineError::CheckpointMalformed(error.0)
+    }
+}

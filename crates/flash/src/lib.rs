@@ -23,6 +23,7 @@
 //! assert!(read.done_at > programmed_at);
 //! ```
 
+pub mod codec;
 mod counters;
 mod error;
 mod fault;

@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use kvssd_flash::codec::ByteReader;
 use kvssd_flash::{BlockAddress, Flash, PageAddress, Purpose, SimTime};
 
 use crate::{
@@ -55,12 +56,6 @@ pub(crate) struct DurableState {
     next_system_die: u32,
 }
 
-/// Bounds-checked little-endian reader of the exported state.
-pub(crate) struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
 fn malformed(what: &'static str) -> SpaceError {
     SpaceError::Malformed {
         page: PageIndex(u64::MAX),
@@ -68,35 +63,10 @@ fn malformed(what: &'static str) -> SpaceError {
     }
 }
 
-impl<'a> Cursor<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| malformed("space state is truncated"))?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-    fn opt_u64(&mut self) -> Result<Option<u64>> {
-        Ok(match self.u8()? {
-            0 => None,
-            _ => Some(self.u64()?),
-        })
+impl From<kvssd_flash::codec::DecodeError> for SpaceError {
+    /// The space layer decodes bytes only when it restores its saved state.
+    fn from(error: kvssd_flash::codec::DecodeError) -> Self {
+        malformed(error.0)
     }
 }
 
@@ -397,10 +367,7 @@ impl Space {
         at: SimTime,
     ) -> Result<(Space, SimTime)> {
         let mut space = Space::build(flash, config, false)?;
-        let mut cursor = Cursor {
-            bytes: state,
-            at: 0,
-        };
+        let mut cursor = ByteReader::new(state);
         if cursor.take(4)? != STATE_MAGIC {
             return Err(malformed("space state has the wrong magic"));
         }

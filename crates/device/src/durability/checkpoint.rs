@@ -21,8 +21,9 @@
 //! log:        log id u32 | blocks u16, then block u64 each
 //! ```
 
-use crate::durability::wal::{decode_spec, encode_spec, Reader};
+use crate::durability::wal::{decode_spec, encode_spec};
 use crate::NamespaceSpec;
+use kvssd_flash::codec::ByteReader;
 
 const CHECKPOINT_MAGIC: &[u8; 4] = b"KCKP";
 /// The checkpoint format version this build writes and reads.
@@ -71,7 +72,7 @@ impl Checkpoint {
 
     /// Decodes a checkpoint; bad bytes give an error, never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Checkpoint, String> {
-        let mut reader = Reader::new(bytes);
+        let mut reader = ByteReader::new(bytes);
         if reader.take(4)? != CHECKPOINT_MAGIC {
             return Err("not a checkpoint (wrong magic)".into());
         }
@@ -186,7 +187,7 @@ impl Root {
 
     /// Decodes the body; bad bytes give an error, never a panic.
     pub fn decode(bytes: &[u8]) -> Result<Root, String> {
-        let mut reader = Reader::new(bytes);
+        let mut reader = ByteReader::new(bytes);
         if reader.take(4)? != ROOT_MAGIC {
             return Err("the root record has the wrong magic".into());
         }

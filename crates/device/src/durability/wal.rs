@@ -16,6 +16,7 @@
 //! ```
 
 use crate::NamespaceSpec;
+use kvssd_flash::codec::ByteReader;
 
 /// One logged store or delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,72 +67,6 @@ pub enum WalRecord {
     },
 }
 
-/// Bounds-checked little-endian reader; every decoder of flash bytes in this crate uses it.
-pub(crate) struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    pub(crate) fn new(bytes: &'a [u8]) -> Reader<'a> {
-        Reader { bytes, at: 0 }
-    }
-    pub(crate) fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| "truncated".to_string())?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-    pub(crate) fn u8(&mut self) -> Result<u8, String> {
-        Ok(self.take(1)?[0])
-    }
-    pub(crate) fn u16(&mut self) -> Result<u16, String> {
-        let mut b = [0u8; 2];
-        b.copy_from_slice(self.take(2)?);
-        Ok(u16::from_le_bytes(b))
-    }
-    pub(crate) fn u32(&mut self) -> Result<u32, String> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-    pub(crate) fn u64(&mut self) -> Result<u64, String> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-    pub(crate) fn bytes32(&mut self) -> Result<&'a [u8], String> {
-        let len = self.u32()? as usize;
-        self.take(len)
-    }
-    pub(crate) fn key(&mut self) -> Result<Vec<u8>, String> {
-        let len = usize::from(self.u8()?);
-        if len == 0 {
-            return Err("an empty key".into());
-        }
-        Ok(self.take(len)?.to_vec())
-    }
-    /// A count of items of at least `min_bytes` each, checked against the bytes left.
-    pub(crate) fn count(&mut self, min_bytes: usize) -> Result<usize, String> {
-        let count = self.u32()? as usize;
-        if count.saturating_mul(min_bytes) > self.bytes.len() - self.at {
-            return Err("a count larger than the bytes that follow".into());
-        }
-        Ok(count)
-    }
-    pub(crate) fn finish(&self) -> Result<(), String> {
-        if self.at == self.bytes.len() {
-            Ok(())
-        } else {
-            Err("trailing bytes".into())
-        }
-    }
-}
-
 /// Appends a namespace's attributes: preset u8 (index in `PresetKind::ALL`: 0 pink,
 /// 1 pink-noopt, 2 pink-range, 3 lightstore, 4 hash, 5 kaml) | logs (u8 flag, count u32,
 /// u32 each) | quota (u8 flag, u64).
@@ -156,7 +91,7 @@ pub(crate) fn encode_spec(out: &mut Vec<u8>, spec: &NamespaceSpec) {
     }
 }
 
-pub(crate) fn decode_spec(reader: &mut Reader<'_>) -> Result<NamespaceSpec, String> {
+pub(crate) fn decode_spec(reader: &mut ByteReader<'_>) -> Result<NamespaceSpec, String> {
     let preset = *crate::PresetKind::ALL
         .get(usize::from(reader.u8()?))
         .ok_or("an unknown preset")?;
@@ -228,7 +163,7 @@ pub fn encode(lsn: u64, record: &WalRecord) -> Vec<u8> {
 
 /// Decodes a record; bad bytes give an error naming what is wrong, never a panic.
 pub fn decode(bytes: &[u8]) -> Result<(u64, WalRecord), String> {
-    let mut reader = Reader::new(bytes);
+    let mut reader = ByteReader::new(bytes);
     let lsn = reader.u64()?;
     let record = match reader.u8()? {
         1 => {

@@ -14,6 +14,7 @@
 //! is not saved. The write buffer is saved whole because GC and later flushes may have moved or
 //! superseded what the log would replay into it.
 
+use kvssd_flash::codec::ByteReader;
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{RecordPointer, Space};
 
@@ -27,44 +28,6 @@ const VERSION: u32 = 1;
 
 fn bad(what: &'static str) -> HashError {
     HashError::Engine(EngineError::CheckpointMalformed(what))
-}
-
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| bad("truncated"))?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-    fn count(&mut self, min_bytes: usize) -> Result<usize> {
-        let count = self.u32()? as usize;
-        if count.saturating_mul(min_bytes) > self.bytes.len() - self.at {
-            return Err(bad("a count larger than the bytes that follow"));
-        }
-        Ok(count)
-    }
 }
 
 impl HashIndex {
@@ -135,7 +98,7 @@ impl HashIndex {
     /// [`HashIndex::account_valid`] once every index is restored.
     pub fn restore(space: &Space, config: HashConfig, bytes: &[u8]) -> Result<HashIndex> {
         let mut index = HashIndex::open(space, config)?;
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = ByteReader::new(bytes);
         if reader.take(4)? != MAGIC {
             return Err(bad("wrong magic"));
         }
@@ -204,9 +167,7 @@ impl HashIndex {
             index.buffer_bytes += Self::pair_bytes(&key, value.as_deref());
             index.buffer.insert(key, value);
         }
-        if reader.at != bytes.len() {
-            return Err(bad("trailing bytes"));
-        }
+        reader.finish()?;
         index.entries = entries;
         Ok(index)
     }

@@ -55,3 +55,9 @@ impl From<FlashError> for HashError {
 
 /// The result type of the hash engines.
 pub type Result<T, E = HashError> = std::result::Result<T, E>;
+
+impl From<kvssd_flash::codec::DecodeError> for HashError {
+    fn from(error: kvssd_flash::codec::DecodeError) -> Self {
+        HashError::Engine(error.into())
+    }
+}

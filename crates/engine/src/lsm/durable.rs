@@ -16,6 +16,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use kvssd_flash::codec::ByteReader;
 use kvssd_flash::{FlashError, Purpose, SimTime};
 use kvssd_space::{PageIndex, RecordPointer, Space, SpaceError};
 
@@ -32,54 +33,8 @@ const VERSION: u32 = 1;
 /// transient; a torn page fails every time).
 pub const READ_ATTEMPTS_MAX: u32 = 8;
 
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
 fn bad(what: &'static str) -> EngineError {
     EngineError::CheckpointMalformed(what)
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| bad("truncated"))?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(self.take(4)?);
-        Ok(u32::from_le_bytes(b))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(b))
-    }
-    fn key(&mut self) -> Result<Vec<u8>> {
-        let len = usize::from(self.u8()?);
-        if len == 0 {
-            return Err(bad("an empty key"));
-        }
-        Ok(self.take(len)?.to_vec())
-    }
-    /// A count of items each at least `min_bytes` long, checked against what is left.
-    fn count(&mut self, min_bytes: usize) -> Result<usize> {
-        let count = self.u32()? as usize;
-        if count.saturating_mul(min_bytes) > self.bytes.len() - self.at {
-            return Err(bad("a count larger than the bytes that follow"));
-        }
-        Ok(count)
-    }
 }
 
 fn put_key(out: &mut Vec<u8>, key: &[u8]) {
@@ -178,7 +133,7 @@ impl LsmTree {
     /// restored, so the space layer's valid bytes match what the trees reference.
     pub fn restore(space: &Space, config: EngineConfig, bytes: &[u8]) -> Result<LsmTree> {
         let mut tree = LsmTree::open(space, config)?;
-        let mut reader = Reader { bytes, at: 0 };
+        let mut reader = ByteReader::new(bytes);
         if reader.take(4)? != MAGIC {
             return Err(bad("wrong magic"));
         }
@@ -292,9 +247,7 @@ impl LsmTree {
                 ..Level::default()
             });
         }
-        if reader.at != bytes.len() {
-            return Err(bad("trailing bytes"));
-        }
+        reader.finish()?;
         for index in 0..tree.levels.len() {
             tree.relink(index);
         }
