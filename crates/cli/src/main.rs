@@ -136,7 +136,8 @@ struct GcArgs {
     #[arg(
         long,
         default_value = "pink,pink-gcrewrite,lightstore",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = parse_bench_preset
     )]
     presets: Vec<String>,
     /// Benchmark profile: default or paper.
@@ -161,7 +162,7 @@ struct GcArgs {
 struct YcsbArgs {
     /// Presets, comma-separated, each on its own identical fresh device (pink, pink-noopt, pink-range,
     /// pink-gcrewrite, lightstore, hash, kaml).
-    #[arg(long, default_value = "pink,lightstore,hash", value_delimiter = ',')]
+    #[arg(long, default_value = "pink,lightstore,hash", value_delimiter = ',', value_parser = parse_bench_preset)]
     presets: Vec<String>,
     /// Workloads, comma-separated (load, a, b, c, d, e, f). Load always runs first to build the data set.
     #[arg(long, default_value = "load,a,b,c,d,e,f", value_delimiter = ',', value_parser = parse_workload)]
@@ -282,6 +283,18 @@ fn parse_threads(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
         Ok(threads) if (1..=256).contains(&threads) => Ok(threads),
         _ => Err("must be a whole number from 1 to 256".into()),
+    }
+}
+
+fn parse_bench_preset(name: &str) -> Result<String, String> {
+    let known = kvssd_bench::ycsb::preset_names();
+    if known.contains(&name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "unknown preset (expected one of {})",
+            known.join(", ")
+        ))
     }
 }
 
@@ -445,18 +458,6 @@ fn print_json(value: &impl serde::Serialize) -> ExitCode {
 
 fn run_ycsb(args: YcsbArgs) -> ExitCode {
     use kvssd_bench::ycsb;
-    let known = ycsb::preset_names();
-    if let Some(unknown) = args
-        .presets
-        .iter()
-        .find(|preset| !known.contains(&preset.as_str()))
-    {
-        eprintln!(
-            "kvssd: unknown preset '{unknown}' (expected one of {})",
-            known.join(", ")
-        );
-        return ExitCode::from(2);
-    }
     let mut profile = args.profile;
     if let Some(records) = args.records {
         profile.records = records;
@@ -487,20 +488,12 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
         workload_names.join(","),
         config.seed
     );
-    let bars = PresetBars::new(&config.presets, args.run.quiet);
     let started = std::time::Instant::now();
-    let result = ycsb::run(
-        &config,
-        args.run.threads,
-        &|preset, workload, done, total| bars.update(preset, workload, done, total),
-    );
-    bars.finish();
-    let report = match result {
+    let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
+        ycsb::run(&config, threads, progress)
+    }) {
         Ok(report) => report,
-        Err(error) => {
-            eprintln!("kvssd: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     write_outputs(
         &report,
@@ -508,6 +501,27 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
         args.output.json.as_deref(),
         args.output.report.as_deref(),
     )
+}
+
+/// Runs a benchmark of several presets with a progress bar per preset; a failure is printed and
+/// becomes the exit code.
+fn run_presets_with_bars(
+    presets: &[String],
+    run: &RunArgs,
+    benchmark: impl FnOnce(
+        usize,
+        &(dyn Fn(&str, &str, u64, u64) + Sync),
+    ) -> Result<kvssd_bench::report::BenchReport, String>,
+) -> Result<kvssd_bench::report::BenchReport, ExitCode> {
+    let bars = PresetBars::new(presets, run.quiet);
+    let result = benchmark(run.threads, &|preset, phase, done, total| {
+        bars.update(preset, phase, done, total)
+    });
+    bars.finish();
+    result.map_err(|error| {
+        eprintln!("kvssd: {error}");
+        ExitCode::FAILURE
+    })
 }
 
 /// One progress bar per preset, each naming the workload it is in.
@@ -566,19 +580,7 @@ fn default_threads() -> usize {
 }
 
 fn run_gc(args: GcArgs) -> ExitCode {
-    use kvssd_bench::{gc, ycsb};
-    let known = ycsb::preset_names();
-    if let Some(unknown) = args
-        .presets
-        .iter()
-        .find(|preset| !known.contains(&preset.as_str()))
-    {
-        eprintln!(
-            "kvssd: unknown preset '{unknown}' (expected one of {})",
-            known.join(", ")
-        );
-        return ExitCode::from(2);
-    }
+    use kvssd_bench::gc;
     let mut profile = args.profile;
     if let Some(records) = args.records {
         profile.records = records;
@@ -601,20 +603,12 @@ fn run_gc(args: GcArgs) -> ExitCode {
         config.presets.join(","),
         config.seed
     );
-    let bars = PresetBars::new(&config.presets, args.run.quiet);
     let started = std::time::Instant::now();
-    let result = gc::run(
-        &config,
-        args.run.threads,
-        &|preset, workload, done, total| bars.update(preset, workload, done, total),
-    );
-    bars.finish();
-    let report = match result {
+    let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
+        gc::run(&config, threads, progress)
+    }) {
         Ok(report) => report,
-        Err(error) => {
-            eprintln!("kvssd: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     for result in &report.results {
         if let Some(params) = &result.params {
@@ -685,18 +679,12 @@ fn run_seek(args: SeekArgs) -> ExitCode {
         config.presets.join(","),
         config.seed
     );
-    let bars = PresetBars::new(&config.presets, args.run.quiet);
     let started = std::time::Instant::now();
-    let result = seek::run(&config, args.run.threads, &|preset, phase, done, total| {
-        bars.update(preset, phase, done, total)
-    });
-    bars.finish();
-    let report = match result {
+    let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
+        seek::run(&config, threads, progress)
+    }) {
         Ok(report) => report,
-        Err(error) => {
-            eprintln!("kvssd: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     for result in &report.results {
         if let (Some(next), Some(seek)) = (&result.next_latency_us, &result.seek_latency_us) {

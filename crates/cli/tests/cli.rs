@@ -32,6 +32,10 @@ fn cli_bad_arguments_give_one_line_and_exit_code_2() {
             "100000",
         ],
         &["sim-speed", "--ops", "-3"],
+        &["bench", "ycsb", "--presets", "pink,nope"],
+        &["bench", "gc", "--presets", "bad"],
+        &["bench", "seek", "--prefetch", "100"],
+        &["bench", "kaml-micro", "--logs", "65"],
     ];
     for args in cases {
         let output = kvssd(args);
