@@ -9,7 +9,7 @@ use std::time::Instant;
 use kvssd_flash::{Flash, Geometry, SimTime, TimingProfile};
 use kvssd_space::{Space, SpaceError};
 
-use crate::device::{Core, Durability, Namespace};
+use crate::device::{Core, Durability};
 use crate::durability::checkpoint::Mode;
 use crate::durability::journal::{Hook, Journal, SyncPolicy, SUPERBLOCK_BLOCKS};
 use crate::durability::recovery::{self, RecoveryReport};
@@ -104,46 +104,15 @@ fn recover(
     if let Some(location) = &root.checkpoint {
         system.extend(location.extents.iter().map(|extent| extent.block));
     }
-    let (space, t) = Space::restore(flash, config.space.clone(), &checkpoint.space, &system, t)
-        .map_err(|error| match error {
-            SpaceError::Malformed { what, .. } => DeviceError::CheckpointCorrupt(what.into()),
-            other => DeviceError::Space(other),
-        })?;
-    let mut core = Core::new(space, config);
-    core.next_namespace = checkpoint.next_namespace;
+    let (mut core, mut t) = recovery::restore_core(flash, config, &checkpoint, &system, t)?;
+    // Each engine's part goes on into later checkpoints, and log records it already holds are not
+    // replayed into it again.
     let mut replay_from: BTreeMap<u32, u64> = BTreeMap::new();
-    let parts: BTreeMap<u32, (u64, Vec<u8>)> = checkpoint
-        .parts
-        .iter()
-        .map(|(namespace, from, bytes)| (*namespace, (*from, bytes.clone())))
-        .collect();
-    for (id, spec) in &checkpoint.namespaces {
-        let engine = match parts.get(id) {
-            Some((from, bytes)) => {
-                replay_from.insert(*id, *from);
-                core.space.publish_part_at(*id, *from, bytes.clone());
-                core.open_engine(*id, spec.preset, Some(bytes))?
-            }
-            None => core.open_engine(*id, spec.preset, None)?,
-        };
-        if let Some(logs) = &spec.logs {
-            // Only takes effect for a namespace that never wrote (its writer was not saved).
-            let _ = core.space.set_namespace_logs(*id, logs);
+    for (namespace, from, bytes) in &checkpoint.parts {
+        if core.namespaces.contains_key(namespace) {
+            replay_from.insert(*namespace, *from);
+            core.space.publish_part_at(*namespace, *from, bytes.clone());
         }
-        core.namespaces.insert(
-            *id,
-            Namespace {
-                spec: spec.clone(),
-                engine,
-            },
-        );
-    }
-    let mut t = t;
-    for namespace in core.namespaces.values_mut() {
-        t = namespace
-            .engine
-            .account_valid(&mut core.space, t)
-            .map_err(|error| DeviceError::Recovery(format!("reading the index: {error}")))?;
     }
     // Blocks of namespaces deleted before the checkpoint whose erase the cut interrupted.
     let owners = core.space.block_owners();

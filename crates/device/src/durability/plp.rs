@@ -218,39 +218,7 @@ pub(crate) fn recover(
     if let Some(location) = &root.checkpoint {
         system.extend(location.extents.iter().map(|extent| extent.block));
     }
-    let (space, t) = Space::restore(flash, config.space.clone(), &checkpoint.space, &system, t)
-        .map_err(|error| match error {
-            SpaceError::Malformed { what, .. } => DeviceError::CheckpointCorrupt(what.into()),
-            other => DeviceError::Space(other),
-        })?;
-    let mut core = Core::new(space, config);
-    core.next_namespace = checkpoint.next_namespace;
-    for (id, spec) in &checkpoint.namespaces {
-        let saved = checkpoint
-            .parts
-            .iter()
-            .find(|(namespace, _, _)| namespace == id)
-            .map(|(_, _, bytes)| bytes.as_slice());
-        let engine = core.open_engine(*id, spec.preset, saved)?;
-        if let Some(logs) = &spec.logs {
-            // Only takes effect for a namespace that never wrote (its writer was not saved).
-            let _ = core.space.set_namespace_logs(*id, logs);
-        }
-        core.namespaces.insert(
-            *id,
-            Namespace {
-                spec: spec.clone(),
-                engine,
-            },
-        );
-    }
-    let mut t = t;
-    for namespace in core.namespaces.values_mut() {
-        t = namespace
-            .engine
-            .account_valid(&mut core.space, t)
-            .map_err(|error| DeviceError::Recovery(format!("reading the index: {error}")))?;
-    }
+    let (mut core, mut t) = recovery::restore_core(flash, config, &checkpoint, &system, t)?;
     let mut journal = Journal::resume(
         &core.space,
         Mode::Plp,
