@@ -25,6 +25,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use serde::Serialize;
 
@@ -414,6 +415,19 @@ fn cdf_plot(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)]) -> i
         .y_desc("fraction of reads")
         .draw()
         .map_err(plot_error)?;
+    draw_lines(&mut chart, series)?;
+    root.present().map_err(plot_error)
+}
+
+/// Draws each named series as a line, with a legend in the lower right.
+fn draw_lines<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    series: &[(String, Vec<(f64, f64)>)],
+) -> io::Result<()>
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
     for (index, (name, points)) in series.iter().enumerate() {
         let color = Palette99::pick(index).to_rgba();
         chart
@@ -433,8 +447,7 @@ fn cdf_plot(path: &Path, title: &str, series: &[(String, Vec<(f64, f64)>)]) -> i
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
         .draw()
-        .map_err(plot_error)?;
-    root.present().map_err(plot_error)
+        .map_err(plot_error)
 }
 
 fn line_plot(
@@ -461,26 +474,7 @@ fn line_plot(
         .y_desc(y_label)
         .draw()
         .map_err(plot_error)?;
-    for (index, (name, points)) in series.iter().enumerate() {
-        let color = Palette99::pick(index).to_rgba();
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                color.stroke_width(2),
-            ))
-            .map_err(plot_error)?
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2))
-            });
-    }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(plot_error)?;
+    draw_lines(&mut chart, series)?;
     root.present().map_err(plot_error)
 }
 
