@@ -14,38 +14,11 @@ use kvssd_flash::{Flash, Profile};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+mod common;
+use common::{key_of, value_of};
+
 const OPERATIONS: usize = 30_000;
 const KEY_SPACE: u64 = 500;
-
-fn key_of(id: u64) -> Vec<u8> {
-    // Variable lengths, shared prefixes (so 4-byte prefixes often tie) and a few very long keys.
-    let mut key = format!("key{id:05}").into_bytes();
-    let extra = match id % 11 {
-        0 => 0,
-        1 => 40,
-        _ => (id % 7) as usize,
-    };
-    key.extend(std::iter::repeat_n(b'a' + (id % 26) as u8, extra));
-    if id % 97 == 5 {
-        key.resize(255, b'z');
-    }
-    key
-}
-
-fn value_of(rng: &mut Xoshiro256PlusPlus, id: u64, version: u64, max: usize) -> Vec<u8> {
-    let roll = rng.next_u64() % 100;
-    let len = if roll < 2 {
-        // Multi-page values.
-        600 + (rng.next_u64() % (max as u64 - 600)) as usize
-    } else if roll < 5 {
-        0
-    } else {
-        (rng.next_u64() % 100) as usize
-    };
-    (0..len)
-        .map(|i| (id as usize * 31 + version as usize * 7 + i) as u8)
-        .collect()
-}
 
 fn run(preset: Preset, seed: u64) -> Result<String, String> {
     let profile = Profile::test_min();
