@@ -12,7 +12,7 @@ use kvssd_flash::{Purpose, SimTime};
 use crate::report::{BenchReport, BenchResult};
 use crate::runner::{self, RunConfig};
 use crate::workload::{Distribution, WorkloadSpec};
-use crate::ycsb::{open_target, run_presets, BenchProfile};
+use crate::ycsb::{open_target, report_presets, BenchProfile};
 
 /// Overwrites per loaded key in PinK's GC experiment (100M SETs / 44M pairs).
 pub const PINK_OVERWRITES_PER_KEY: f64 = 100.0 / 44.0;
@@ -49,14 +49,13 @@ pub fn run(
     threads: usize,
     progress: &(dyn Fn(&str, &str, u64, u64) + Sync),
 ) -> Result<BenchReport, String> {
-    let outcomes = run_presets(&config.presets, threads, |preset| {
-        run_preset(config, preset, progress)
-    });
-    let mut report = BenchReport::simulated(config.profile.name, config.seed);
-    for outcome in outcomes {
-        report.results.push(outcome?);
-    }
-    Ok(report)
+    report_presets(
+        config.profile.name,
+        config.seed,
+        &config.presets,
+        threads,
+        |preset| Ok((vec![run_preset(config, preset, progress)?], Vec::new())),
+    )
 }
 
 fn run_preset(

@@ -18,7 +18,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use crate::latency::LatencyRecorder;
 use crate::report::{BenchReport, BenchResult, PerRequest};
 use crate::workload::{key_of, value_of};
-use crate::ycsb::{run_presets, BenchProfile};
+use crate::ycsb::{report_presets, BenchProfile};
 
 /// One SeekRandom run's configuration.
 #[derive(Debug, Clone)]
@@ -49,14 +49,13 @@ pub fn run(
     threads: usize,
     progress: &(dyn Fn(&str, &str, u64, u64) + Sync),
 ) -> Result<BenchReport, String> {
-    let outcomes = run_presets(&config.presets, threads, |preset| {
-        run_preset(config, preset, progress)
-    });
-    let mut report = BenchReport::simulated(config.profile.name, config.seed);
-    for outcome in outcomes {
-        report.results.extend(outcome?);
-    }
-    Ok(report)
+    report_presets(
+        config.profile.name,
+        config.seed,
+        &config.presets,
+        threads,
+        |preset| Ok((run_preset(config, preset, progress)?, Vec::new())),
+    )
 }
 
 fn run_preset(

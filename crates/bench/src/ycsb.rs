@@ -386,11 +386,26 @@ pub fn run(
     threads: usize,
     progress: YcsbProgress<'_>,
 ) -> Result<BenchReport, String> {
-    let outcomes = run_presets(&config.presets, threads, |preset| {
-        run_preset(config, preset, progress)
-    });
-    let mut report = BenchReport::simulated(config.profile.name, config.seed);
-    for outcome in outcomes {
+    report_presets(
+        config.profile.name,
+        config.seed,
+        &config.presets,
+        threads,
+        |preset| run_preset(config, preset, progress),
+    )
+}
+
+/// Runs `work` for every preset (see [`run_presets`]) and gathers the results and notes it returns
+/// into one report, in preset order; the first failure is the error.
+pub fn report_presets(
+    profile: &str,
+    seed: u64,
+    presets: &[String],
+    threads: usize,
+    work: impl Fn(&str) -> Result<(Vec<BenchResult>, Vec<String>), String> + Sync,
+) -> Result<BenchReport, String> {
+    let mut report = BenchReport::simulated(profile, seed);
+    for outcome in run_presets(presets, threads, work) {
         let (results, notes) = outcome?;
         report.results.extend(results);
         report.notes.extend(notes);
