@@ -251,39 +251,33 @@ fn parse_bench_profile(name: &str) -> Result<kvssd_bench::ycsb::BenchProfile, St
     })
 }
 
-fn parse_scan_length(text: &str) -> Result<usize, String> {
+/// A whole number from `low` to `high`, or the one-line reason it is not.
+fn whole_number_in(text: &str, low: usize, high: usize) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(length) if (1..=1_000_000).contains(&length) => Ok(length),
-        _ => Err("must be a whole number from 1 to 1000000".into()),
+        Ok(number) if (low..=high).contains(&number) => Ok(number),
+        _ => Err(format!("must be a whole number from {low} to {high}")),
     }
+}
+
+fn parse_scan_length(text: &str) -> Result<usize, String> {
+    whole_number_in(text, 1, 1_000_000)
 }
 
 fn parse_value_bytes(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(bytes) if (1..=2 << 20).contains(&bytes) => Ok(bytes),
-        _ => Err("must be a whole number of bytes from 1 to 2097152 (2 MiB)".into()),
-    }
+    whole_number_in(text, 1, 2 << 20)
 }
 
 fn parse_batch(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(batch) if (1..=1024).contains(&batch) => Ok(batch),
-        _ => Err("must be a whole number from 1 to 1024".into()),
-    }
+    whole_number_in(text, 1, 1024)
 }
 
+/// Logs of the pink card: one per die.
 fn parse_logs(text: &str) -> Result<u32, String> {
-    match text.parse::<u32>() {
-        Ok(logs) if (1..=64).contains(&logs) => Ok(logs),
-        _ => Err("must be a whole number from 1 to 64 (the dies of the pink card)".into()),
-    }
+    whole_number_in(text, 1, 64).map(|logs| logs as u32)
 }
 
 fn parse_threads(text: &str) -> Result<usize, String> {
-    match text.parse::<usize>() {
-        Ok(threads) if (1..=256).contains(&threads) => Ok(threads),
-        _ => Err("must be a whole number from 1 to 256".into()),
-    }
+    whole_number_in(text, 1, 256)
 }
 
 fn parse_bench_preset(name: &str) -> Result<String, String> {
