@@ -818,18 +818,10 @@ impl Core {
         // 3. Room in each L0 for its part of the batch (flushing first changes no key's value).
         let mut l0_share: BTreeMap<u32, u64> = BTreeMap::new();
         for operation in operations {
-            let (namespace, key, value) = match operation {
-                BatchOp::Store {
-                    namespace,
-                    key,
-                    value,
-                    ..
-                } => (namespace, key, Some(value.as_slice())),
-                BatchOp::Delete { namespace, key } => (namespace, key, None),
-            };
+            let (namespace, key, value) = operation.parts();
             let bytes = match self.namespaces.get(&namespace.0) {
                 Some(found) => found.engine.staged_bytes(key, value),
-                None => return Err(DeviceError::NamespaceUnknown(*namespace)),
+                None => return Err(DeviceError::NamespaceUnknown(namespace)),
             };
             *l0_share.entry(namespace.0).or_insert(0) += bytes;
         }
@@ -869,15 +861,7 @@ impl Core {
         t = self.log_operations(t, operations)?;
         // 5. Apply: staging into L0 cannot fail.
         for operation in operations {
-            let (namespace, key, value) = match operation {
-                BatchOp::Store {
-                    namespace,
-                    key,
-                    value,
-                    ..
-                } => (namespace, key, Some(value.as_slice())),
-                BatchOp::Delete { namespace, key } => (namespace, key, None),
-            };
+            let (namespace, key, value) = operation.parts();
             if let Some(found) = self.namespaces.get_mut(&namespace.0) {
                 found.engine.stage(key, value);
             }

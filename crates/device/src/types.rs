@@ -204,6 +204,21 @@ pub enum BatchOp {
     },
 }
 
+impl BatchOp {
+    /// Its namespace, key and value (`None` for a delete).
+    pub fn parts(&self) -> (NamespaceId, &[u8], Option<&[u8]>) {
+        match self {
+            BatchOp::Store {
+                namespace,
+                key,
+                value,
+                ..
+            } => (*namespace, key, Some(value)),
+            BatchOp::Delete { namespace, key } => (*namespace, key, None),
+        }
+    }
+}
+
 /// Where an iterator starts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IterStart {

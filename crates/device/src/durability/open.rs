@@ -240,20 +240,7 @@ impl Core {
         self.sync_table_with(&shared)?;
         let mut journal = shared.lock().map_err(poisoned)?;
         let next_lsn = journal.next_lsn;
-        for (&id, namespace) in &self.namespaces {
-            let state = namespace.engine.durable_state();
-            self.space.publish_part_at(id, next_lsn, state);
-        }
-        let stale: Vec<u32> = self
-            .space
-            .parts()
-            .keys()
-            .copied()
-            .filter(|id| !self.namespaces.contains_key(id))
-            .collect();
-        for id in stale {
-            self.space.remove_part(id);
-        }
+        self.publish_engine_states(next_lsn);
         self.space.set_replay_lsn(next_lsn);
         let t = journal.checkpoint(&mut self.space, at, true)?;
         drop(journal);

@@ -142,20 +142,7 @@ impl Core {
             .iter()
             .map(|(&id, namespace)| (id, namespace.spec.clone()))
             .collect();
-        for (&id, namespace) in &self.namespaces {
-            let state = namespace.engine.durable_state();
-            self.space.publish_part_at(id, 0, state);
-        }
-        let stale: Vec<u32> = self
-            .space
-            .parts()
-            .keys()
-            .copied()
-            .filter(|id| !self.namespaces.contains_key(id))
-            .collect();
-        for id in stale {
-            self.space.remove_part(id);
-        }
+        self.publish_engine_states(0);
         let record_bytes = self
             .space
             .parts()

@@ -244,3 +244,24 @@ pub(crate) fn restore_core(
     }
     Ok((core, t))
 }
+
+impl Core {
+    /// Publishes every namespace's engine state as the part the next checkpoint or dump saves
+    /// (replayed from log record `replay_from` on), and drops the parts of deleted namespaces.
+    pub(crate) fn publish_engine_states(&mut self, replay_from: u64) {
+        for (&id, namespace) in &self.namespaces {
+            let state = namespace.engine.durable_state();
+            self.space.publish_part_at(id, replay_from, state);
+        }
+        let stale: Vec<u32> = self
+            .space
+            .parts()
+            .keys()
+            .copied()
+            .filter(|id| !self.namespaces.contains_key(id))
+            .collect();
+        for id in stale {
+            self.space.remove_part(id);
+        }
+    }
+}
