@@ -68,6 +68,11 @@ pub struct BenchResult {
     pub phase_waf: Option<f64>,
     /// DRAM in use at the end of the run, by part.
     pub dram_bytes: BTreeMap<String, u64>,
+    /// Controller computation per request, simulated microseconds: everything the engine charged
+    /// to the controller cores during the run (searches, merges, Bloom filters, copies), divided
+    /// by the requests. Absent where the store's controller is not modelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller_cpu_us_per_op: Option<f64>,
     /// Parameters particular to this result (prefetch degree, scan length, value size, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub params: Option<serde_json::Map<String, serde_json::Value>>,
@@ -131,12 +136,12 @@ impl BenchReport {
         };
         let _ = writeln!(
             out,
-            "profile {} · seed {} · latencies in {clock} microseconds · rd/q: flash reads per request · WAF: the device's since format",
+            "profile {} · seed {} · latencies in {clock} microseconds · rd/q: flash reads per request · cpu/op: controller µs per request · WAF: the device's since format",
             self.profile, self.seed
         );
         let _ = writeln!(
             out,
-            "{:<11} {:<5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7} {:>5} {:>6} {:>10}",
+            "{:<11} {:<5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7} {:>5} {:>7} {:>6} {:>10}",
             "preset",
             "wkld",
             "KIOPS",
@@ -149,6 +154,7 @@ impl BenchReport {
             "max",
             "idx/get",
             "max",
+            "cpu/op",
             "WAF",
             "DRAM KiB"
         );
@@ -156,7 +162,7 @@ impl BenchReport {
             let dram: u64 = result.dram_bytes.values().sum();
             let _ = writeln!(
                 out,
-                "{:<11} {:<5} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>6.2} {:>5} {:>7.2} {:>5} {:>6.2} {:>10}",
+                "{:<11} {:<5} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>6.2} {:>5} {:>7.2} {:>5} {:>7} {:>6.2} {:>10}",
                 result.preset,
                 result.workload,
                 result.throughput_kops,
@@ -169,6 +175,9 @@ impl BenchReport {
                 result.flash_reads_per_query.max,
                 result.index_reads_per_get.avg,
                 result.index_reads_per_get.max,
+                result
+                    .controller_cpu_us_per_op
+                    .map_or_else(|| "-".to_string(), |cpu| format!("{cpu:.2}")),
                 result.waf,
                 dram / 1024
             );

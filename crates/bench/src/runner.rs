@@ -57,6 +57,11 @@ pub trait SimTarget {
     fn extra_stats(&self) -> BTreeMap<String, u64> {
         BTreeMap::new()
     }
+    /// Controller computation charged so far, in simulated nanoseconds (`None` if the store does
+    /// not model its controller).
+    fn controller_cpu_ns(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// What one workload run needs to know.
@@ -122,6 +127,7 @@ pub fn run(
         .map(|client| Reverse((start, client)))
         .collect();
     let before = target.counters();
+    let cpu_before = target.controller_cpu_ns();
     let wall = Instant::now();
     let mut finished_at = start;
     let mut completed = 0u64;
@@ -211,6 +217,9 @@ pub fn run(
     let user_and_index_reads = phase.of(Purpose::UserData).reads + phase.of(Purpose::Index).reads;
     let all_io = phase.total().reads + phase.total().programs;
     let compaction = phase.of(Purpose::Compaction);
+    let controller_cpu_us_per_op = cpu_before
+        .zip(target.controller_cpu_ns())
+        .map(|(before, after)| after.saturating_sub(before) as f64 / 1e3 / completed.max(1) as f64);
     let result = BenchResult {
         preset: config.preset.clone(),
         workload: config.workload.name.to_string(),
@@ -238,6 +247,7 @@ pub fn run(
         waf: target.counters().write_amplification().unwrap_or(1.0),
         phase_waf: phase.write_amplification(),
         dram_bytes: target.dram_bytes(),
+        controller_cpu_us_per_op,
         note: scans_as_gets.then(|| {
             "scans served as point GETs of the next keys of the key space (the store cannot scan)"
                 .to_string()

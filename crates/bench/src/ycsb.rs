@@ -191,6 +191,10 @@ impl SimTarget for LsmTarget {
         )
     }
 
+    fn controller_cpu_ns(&self) -> Option<u64> {
+        Some(self.engine.stats().cpu_ns)
+    }
+
     fn extra_stats(&self) -> BTreeMap<String, u64> {
         let stats = self.engine.stats();
         BTreeMap::from([
@@ -303,6 +307,10 @@ impl SimTarget for HashTarget {
             ("bucket_cache".to_string(), usage.bucket_cache),
             ("table".to_string(), usage.table),
         ])
+    }
+
+    fn controller_cpu_ns(&self) -> Option<u64> {
+        Some(self.engine.stats().cpu_ns)
     }
 
     fn extra_stats(&self) -> BTreeMap<String, u64> {

@@ -11,7 +11,7 @@ use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::RecordPointer;
 
 use super::bloom::Bloom;
-use super::level::{self, prefix_of, Level, Segment};
+use super::level::{self, Level, Segment};
 use super::segment::{self, Entry};
 use super::{Admission, LsmTree, Result, Step};
 use crate::EngineError;
@@ -88,6 +88,7 @@ impl LsmTree {
             }
         }
         self.levels[index].entries = 0;
+        self.levels[index].prefix_offset = 0;
         self.levels[index].key_bytes = 0;
         if index > 0 {
             let (upper, lower) = self.levels.split_at_mut(index);
@@ -199,7 +200,7 @@ impl LsmTree {
                 (Some(page), None)
             };
             new_segments.push(Segment {
-                prefix: prefix_of(&start_key),
+                prefix: 0,
                 start_key,
                 range_pointer: 0,
                 page,
@@ -208,7 +209,9 @@ impl LsmTree {
             });
         }
         t = done;
+        let prefix_offset = level::set_prefixes(&mut new_segments);
         let level = &mut self.levels[target];
+        level.prefix_offset = prefix_offset;
         let old = std::mem::replace(&mut level.segments, Arc::new(new_segments));
         level.entries = count;
         level.key_bytes = key_bytes;

@@ -21,7 +21,7 @@ use kvssd_flash::{FlashError, Purpose, SimTime};
 use kvssd_space::{PageIndex, RecordPointer, Space, SpaceError};
 
 use super::bloom::Bloom;
-use super::level::{prefix_of, Level, Segment};
+use super::level::{self, Level, Segment};
 use super::segment::{Entry, SegmentPage};
 use super::{LsmTree, Result};
 use crate::config::EngineConfig;
@@ -225,7 +225,7 @@ impl LsmTree {
                     }
                 };
                 segments.push(Segment {
-                    prefix: prefix_of(&start_key),
+                    prefix: 0,
                     start_key,
                     range_pointer: 0,
                     page,
@@ -239,8 +239,10 @@ impl LsmTree {
             {
                 return Err(bad("segments of a level out of order"));
             }
+            let prefix_offset = level::set_prefixes(&mut segments);
             tree.levels.push(Level {
                 segments: Arc::new(segments),
+                prefix_offset,
                 entries,
                 key_bytes,
                 pinned,

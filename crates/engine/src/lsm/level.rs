@@ -1,5 +1,12 @@
 //! Levels and their level lists: per meta segment its start key, flash address, 4-byte prefix and
 //! range pointer into the next level's list (PinK §4.1, §4.3).
+//!
+//! PinK keeps "exactly the first four bytes of a start key" as its prefix. Keys of one store often
+//! share their first bytes (every YCSB key starts with `user`), and then every prefix comparison
+//! ties and falls through to a full comparison, so the prefix saves nothing. Here the prefix is the
+//! four bytes that follow the part every start key of the level shares (the level's common
+//! prefix, whose length the level keeps): with distinct first bytes it is PinK's prefix, and with a
+//! shared head it still tells segments apart.
 
 use std::sync::Arc;
 
@@ -14,8 +21,9 @@ use crate::cpu::CpuCounts;
 pub(crate) struct Segment {
     /// The first key of the segment.
     pub(crate) start_key: Vec<u8>,
-    /// The first four bytes of the start key, big-endian, zero-padded: comparing prefixes orders
-    /// keys the same way as comparing the keys whenever the prefixes differ.
+    /// The four bytes of the start key after the level's common prefix, big-endian, zero-padded:
+    /// for keys that begin with the common prefix, comparing prefixes orders them the same way as
+    /// comparing the keys whenever the prefixes differ. Set by [`set_prefixes`].
     pub(crate) prefix: u32,
     /// Index in the next level's list of the entry with the greatest start key `<=` this start key
     /// (0 when there is none).
@@ -28,12 +36,31 @@ pub(crate) struct Segment {
     pub(crate) bloom: Option<Arc<Bloom>>,
 }
 
-pub(crate) fn prefix_of(key: &[u8]) -> u32 {
+fn prefix_of(key: &[u8]) -> u32 {
     let mut bytes = [0u8; 4];
     for (slot, byte) in bytes.iter_mut().zip(key) {
         *slot = *byte;
     }
     u32::from_be_bytes(bytes)
+}
+
+/// Sets every segment's prefix for a sorted list and returns the length of the list's common
+/// prefix (the bytes every start key shares), which the level keeps as `prefix_offset`. The start
+/// keys are sorted, so what the first and the last share, all share.
+pub(crate) fn set_prefixes(segments: &mut [Segment]) -> usize {
+    let offset = match (segments.first(), segments.last()) {
+        (Some(first), Some(last)) => first
+            .start_key
+            .iter()
+            .zip(&last.start_key)
+            .take_while(|(a, b)| a == b)
+            .count(),
+        _ => 0,
+    };
+    for segment in segments.iter_mut() {
+        segment.prefix = prefix_of(&segment.start_key[offset..]);
+    }
+    offset
 }
 
 /// A level below L0: one sorted run of meta segments with disjoint, ordered key ranges.
@@ -47,6 +74,8 @@ pub(crate) struct Level {
     /// Sum of the entries' key lengths (sizes merges before they run).
     pub(crate) key_bytes: u64,
     pub(crate) pinned: bool,
+    /// Length of the common prefix of every start key; segment prefixes are taken after it.
+    pub(crate) prefix_offset: usize,
     /// Filter probes on keys not in the probed segment, and how many of them passed.
     pub(crate) bloom_negatives: u64,
     pub(crate) bloom_false_positives: u64,
@@ -75,13 +104,24 @@ impl Level {
             return None;
         }
         let high = high.min(self.segments.len() - 1);
-        let key_prefix = prefix_of(key);
+        // Prefixes order only keys that begin with the level's common prefix: one comparison of
+        // that head, against the bytes kept with the level, decides whether they can be used.
+        let offset = self.prefix_offset;
+        let use_prefixes = mode.prefixes && {
+            cpu.bytes_compared += offset as u64;
+            key.get(..offset) == self.segments[0].start_key.get(..offset)
+        };
+        let key_prefix = if use_prefixes {
+            prefix_of(&key[offset..])
+        } else {
+            0
+        };
         // Invariant: every segment before `first` starts <= key; every one from `last` on starts > key.
         let (mut first, mut last) = (low.min(high), high + 1);
         while first < last {
             let middle = (first + last) / 2;
             let segment = &self.segments[middle];
-            let order = if mode.prefixes {
+            let order = if use_prefixes {
                 cpu.prefix_comparisons += 1;
                 match segment.prefix.cmp(&key_prefix) {
                     std::cmp::Ordering::Equal => cpu.compare(&segment.start_key, key),
@@ -100,13 +140,21 @@ impl Level {
     }
 
     /// Bytes of DRAM the level list takes: per segment an 8-byte address-and-key-pointer pair, the
-    /// start key, and the prefix and range pointer if kept.
+    /// start key, and the prefix and range pointer if kept (prefixes also keep the common prefix's
+    /// length, a word per level).
     pub(crate) fn list_dram_bytes(&self, prefixes: bool, range_pointers: bool) -> u64 {
         let per_entry = 8 + if prefixes { 4 } else { 0 } + if range_pointers { 4 } else { 0 };
-        self.segments
-            .iter()
-            .map(|segment| per_entry + segment.start_key.len() as u64)
-            .sum()
+        let per_level = if prefixes && !self.segments.is_empty() {
+            8
+        } else {
+            0
+        };
+        per_level
+            + self
+                .segments
+                .iter()
+                .map(|segment| per_entry + segment.start_key.len() as u64)
+                .sum::<u64>()
     }
 }
 
@@ -143,19 +191,21 @@ mod tests {
     use super::*;
 
     fn level(keys: &[&str]) -> Level {
+        let mut segments: Vec<Segment> = keys
+            .iter()
+            .map(|key| Segment {
+                start_key: key.as_bytes().to_vec(),
+                prefix: 0,
+                range_pointer: 0,
+                page: None,
+                entries: None,
+                bloom: None,
+            })
+            .collect();
+        let prefix_offset = set_prefixes(&mut segments);
         Level {
-            segments: Arc::new(
-                keys.iter()
-                    .map(|key| Segment {
-                        start_key: key.as_bytes().to_vec(),
-                        prefix: prefix_of(key.as_bytes()),
-                        range_pointer: 0,
-                        page: None,
-                        entries: None,
-                        bloom: None,
-                    })
-                    .collect(),
-            ),
+            segments: Arc::new(segments),
+            prefix_offset,
             ..Level::default()
         }
     }
@@ -176,6 +226,37 @@ mod tests {
             assert_eq!(find("bzz", &mut cpu), Some(3));
             assert_eq!(find("c\0\0", &mut cpu), Some(4));
             assert_eq!(find("zz", &mut cpu), Some(5));
+        }
+    }
+
+    #[test]
+    fn level_prefixes_are_taken_after_the_common_prefix() {
+        let level = level(&["user0100", "user0200", "user0300", "user0400"]);
+        assert_eq!(level.prefix_offset, 5);
+        let mode = SearchMode { prefixes: true };
+        let mut cpu = CpuCounts::default();
+        // Keys with the common head are ordered by prefixes alone unless a prefix ties.
+        assert_eq!(
+            level.find_segment(b"user0250", 0, 99, mode, &mut cpu),
+            Some(1)
+        );
+        assert_eq!(
+            cpu.key_comparisons, 0,
+            "no prefix tied, so no full comparison"
+        );
+        assert_eq!(
+            level.find_segment(b"user0300", 0, 99, mode, &mut cpu),
+            Some(2)
+        );
+        assert!(
+            cpu.key_comparisons > 0,
+            "a tied prefix falls back to the full key"
+        );
+        // Keys without the head are searched by full comparisons, and found the same.
+        for key in [&b"a"[..], b"user", b"user0", b"user1", b"v"] {
+            let with = level.find_segment(key, 0, 99, mode, &mut cpu);
+            let without = level.find_segment(key, 0, 99, SearchMode { prefixes: false }, &mut cpu);
+            assert_eq!(with, without, "key {:?}", String::from_utf8_lossy(key));
         }
     }
 
