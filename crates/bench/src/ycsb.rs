@@ -243,7 +243,9 @@ impl BenchProfile {
         let mut config = HashConfig::new(preset, geometry);
         config.expected_key_bytes = self.key_bytes as u32;
         config.expected_value_bytes = self.value_bytes as u32;
-        config.write_buffer_bytes = self.l0_bytes.max(1 << 20);
+        // The same write buffer as the LSM presets' L0, as PinK gives every design (§5.1): a larger
+        // one would serve more reads of recent writes from DRAM and flatter the hash designs.
+        config.write_buffer_bytes = self.l0_bytes;
         let indexing = (geometry.capacity_bytes() as f64 * self.dram_fraction) as u64;
         config.dram_budget_bytes = match preset {
             HashPreset::Hash => indexing + config.write_buffer_bytes,
