@@ -315,6 +315,23 @@ impl SimTarget for HashTarget {
         Some(self.engine.stats().cpu_ns)
     }
 
+    fn describe(&self) -> String {
+        let stats = self.engine.stats();
+        let lookups = stats.cache_hits + stats.cache_misses;
+        format!(
+            "{} bucket pages ({} slots of {} probes), cache of {} pages, hit rate {:.2}, {} write-backs, {} flushes of the write buffer, GC victims {} bucket / {} data",
+            stats.table_pages,
+            stats.table_slots,
+            stats.probe_slots,
+            stats.cache_pages_max,
+            stats.cache_hits as f64 / lookups.max(1) as f64,
+            stats.bucket_write_backs,
+            stats.flushes,
+            stats.gc_meta_victims,
+            stats.gc_data_victims
+        )
+    }
+
     fn extra_stats(&self) -> BTreeMap<String, u64> {
         let stats = self.engine.stats();
         BTreeMap::from([
