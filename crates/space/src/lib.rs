@@ -664,11 +664,26 @@ impl Space {
         let log = self.writer(namespace).cursors[cursor].log;
         let dies = self.logs[log].dies.clone();
         let start = self.logs[log].next_die;
-        // The log's own dies first, round-robin; then any die, so one busy log cannot starve.
+        // The log's own dies first, round-robin; then, so one busy log cannot starve, another die:
+        // the one with the most free blocks (the nearest after the log's first die on a tie).
+        // Taking the lowest-numbered die instead piled every borrowed block, and so the writes
+        // and reads that follow them, onto dies 0, 1, 2, ...
         let mut order: Vec<u32> = (0..dies.len())
             .map(|offset| dies[(start + offset) % dies.len()])
             .collect();
-        order.extend((0..self.geometry.dies()).filter(|die| !dies.contains(die)));
+        let die_count = self.geometry.dies();
+        let home = dies.first().copied().unwrap_or(0);
+        let borrowed = (1..die_count)
+            .map(|offset| (home + offset) % die_count)
+            .filter(|die| !dies.contains(die))
+            .max_by_key(|&die| {
+                let distance = (die + die_count - home) % die_count;
+                (
+                    self.free_by_die[die as usize].len(),
+                    std::cmp::Reverse(distance),
+                )
+            });
+        order.extend(borrowed);
         for die in order {
             let candidates = &self.free_by_die[die as usize];
             if candidates.is_empty() {
@@ -1159,7 +1174,12 @@ impl Space {
             .collect();
         let least = counts.iter().copied().min().unwrap_or(0);
         let most = counts.iter().copied().max().unwrap_or(0);
-        let mut best: Option<(f64, u64)> = None;
+        // Ties in score (blocks with nothing valid and equal wear are common) go to the die with
+        // the fewest free blocks, so GC refills the dies that are short, then to the block
+        // allocated first (allocations rotate over the dies). Block indices are die-major:
+        // breaking ties by index erased die 0's blocks first, and writes that then found free
+        // blocks only there piled onto the low dies.
+        let mut best: Option<(f64, usize, u64, u64)> = None;
         for (index, info) in self.blocks.iter().enumerate() {
             let BlockUse::Used(stream) = info.usage else {
                 continue;
@@ -1179,11 +1199,20 @@ impl Space {
             let valid = info.valid_bytes as f64 / block_bytes as f64;
             let wear = f64::from(counts[index] - least) / f64::from(most - least + 1);
             let score = valid + 0.1 * wear;
-            if best.is_none_or(|(best_score, _)| score < best_score) {
-                best = Some((score, index as u64));
+            let free_on_die = self.free_by_die[address.die as usize].len();
+            let candidate = (score, free_on_die, info.allocated, index as u64);
+            if best.is_none_or(|best| {
+                candidate
+                    .0
+                    .total_cmp(&best.0)
+                    .then(candidate.1.cmp(&best.1))
+                    .then(candidate.2.cmp(&best.2))
+                    .is_lt()
+            }) {
+                best = Some(candidate);
             }
         }
-        best.map(|(_, index)| index)
+        best.map(|(_, _, _, index)| index)
     }
 
     /// Valid bytes the accounting holds for a block.
