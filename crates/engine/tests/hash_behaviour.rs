@@ -1,6 +1,7 @@
 //! The hash engines' contract beyond the model test: scans refused with a typed error, key and
 //! value limits, signature collisions resolved by key comparison (1-bit signatures force them),
-//! a full table refused with a typed error, and DRAM budgets too small to open.
+//! a full table refused with a typed error, DRAM budgets too small to open, and a write-buffer
+//! flush that reads its bucket pages in parallel.
 
 use kvssd_engine::hash::{HashConfig, HashEngine, HashError, HashPreset};
 use kvssd_engine::EngineError;
@@ -157,4 +158,56 @@ fn hash_preset_names_round_trip() {
         assert_eq!(preset.name().parse::<HashPreset>().ok(), Some(preset));
     }
     assert!("pink".parse::<HashPreset>().is_err());
+}
+
+/// A flush knows every bucket page it will touch, so it reads them at once: on PinK's card its
+/// misses overlap across dies and the flush takes far less than the same reads one after another
+/// (which is how it ran before, each pair waiting for the previous pair's miss).
+#[test]
+fn hash_flush_reads_its_bucket_pages_in_parallel() {
+    let profile = Profile::pink_with_blocks(16);
+    let flash = Flash::new(profile.geometry, Some(profile.timing.clone())).expect("flash");
+    let mut config = HashConfig::new(HashPreset::Hash, &profile.geometry);
+    config.write_buffer_bytes = 64 << 10;
+    let mut engine = HashEngine::open(flash, config).expect("open");
+    let value = vec![5u8; 1024];
+    let mut t = 0;
+    for id in 0..20_000u32 {
+        t = engine
+            .put(t, format!("old{id:08}").as_bytes(), &value)
+            .expect("put");
+    }
+    t = engine.sync(t).expect("sync");
+    let start = t.max(engine.space().flash().quiescent_at());
+    let reads_before = engine.stats().bucket_page_reads;
+    let flushes_before = engine.stats().flushes;
+    // New keys, all issued at once: the put that overflows the buffer flushes it.
+    let mut finished = start;
+    let mut id = 0u32;
+    while engine.stats().flushes == flushes_before {
+        let done = engine
+            .put(start, format!("new{id:08}").as_bytes(), &value)
+            .expect("put");
+        finished = finished.max(done);
+        id += 1;
+    }
+    let reads = engine.stats().bucket_page_reads - reads_before;
+    let took = finished - start;
+    println!("a flush of {id} pairs read {reads} bucket pages in {took} ns");
+    assert!(
+        reads >= 20,
+        "the flush should miss the cache: {reads} reads"
+    );
+    // One after another, each read costs at least tR plus its transfer; overlapped, the whole flush
+    // (reads, slot updates, data programs) fits in less than tR per read.
+    assert!(
+        took < reads * profile.timing.read_ns,
+        "a flush of {reads} bucket reads took {took} ns"
+    );
+    for check in [0, id / 2, id - 1] {
+        let (got, _) = engine
+            .get(finished, format!("new{check:08}").as_bytes())
+            .expect("get");
+        assert_eq!(got.as_deref(), Some(&value[..]));
+    }
 }

@@ -722,6 +722,19 @@ impl HashIndex {
             })
             .collect();
         ordered.sort_by_key(|(home, _, _)| *home);
+        // The bucket pages the batch will touch are known now: read them all at once, as many as
+        // the cache holds, so their reads overlap across dies instead of each pair waiting for the
+        // previous one's miss.
+        let homes: Vec<u64> = ordered.iter().map(|(home, _, _)| *home).collect();
+        t = match self.read_ahead(space, t, &homes) {
+            Ok(t) => t,
+            Err(error) => {
+                return Err((
+                    error,
+                    ordered.into_iter().map(|(_, _, pair)| pair).collect(),
+                ));
+            }
+        };
         let mut done = t;
         let mut rest = ordered.into_iter();
         while let Some((_, hash, (key, value))) = rest.next() {
@@ -739,6 +752,32 @@ impl HashIndex {
         }
         self.activity.flushes += 1;
         Ok(t.max(done))
+    }
+
+    /// Makes the bucket pages holding the home slots `homes` (in order) resident, issuing every read
+    /// at `at`, up to the cache's capacity; returns when the last is in DRAM. Only the page each
+    /// probe starts on: most probes end there. A table in DRAM (no cache) has nothing to read.
+    fn read_ahead(&mut self, space: &mut Space, at: SimTime, homes: &[u64]) -> Result<SimTime> {
+        let capacity = self.table.cache_capacity();
+        if capacity == 0 {
+            return Ok(at);
+        }
+        let mut pages: Vec<u64> = Vec::new();
+        for &home in homes {
+            if let Some(&(page, _, _)) = self.table.window(home, 1).first() {
+                if pages.last() != Some(&page) && !pages.contains(&page) {
+                    pages.push(page);
+                }
+            }
+            if pages.len() >= capacity {
+                break;
+            }
+        }
+        let mut ready = at;
+        for page in pages {
+            ready = ready.max(self.table.read_ahead(space, at, page, Purpose::Index)?);
+        }
+        Ok(ready)
     }
 
     /// Applies one pair: finds its slot, appends the value, sets the slot, reports the old record

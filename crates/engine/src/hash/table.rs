@@ -38,6 +38,8 @@ struct CachedPage {
     slots: Vec<Slot>,
     dirty: bool,
     stamp: u64,
+    /// Read ahead of its first use ([`Table::read_ahead`]): that use counts the miss.
+    read_ahead: bool,
 }
 
 #[derive(Debug)]
@@ -199,7 +201,12 @@ impl Table {
             lru.remove(&cached.stamp);
             cached.stamp = *clock;
             lru.insert(*clock, page);
-            self.counts.cache_hits += 1;
+            if std::mem::take(&mut cached.read_ahead) {
+                // It had to be read for this use, only earlier.
+                self.counts.cache_misses += 1;
+            } else {
+                self.counts.cache_hits += 1;
+            }
             return Ok(at);
         }
         self.counts.cache_misses += 1;
@@ -221,6 +228,50 @@ impl Table {
             None => (vec![Slot::EMPTY; self.slots_per_page], at),
         };
         self.insert_page(space, at, page, slots, false, purpose)?;
+        Ok(done)
+    }
+
+    /// Reads bucket page `page` into the cache ahead of its use, if it is not resident; returns when
+    /// it is. Counts no hit or miss: the use that follows counts the miss.
+    pub(crate) fn read_ahead(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        purpose: Purpose,
+    ) -> Result<SimTime> {
+        let Storage::Flash {
+            directory, cache, ..
+        } = &self.storage
+        else {
+            return Ok(at);
+        };
+        if cache.contains_key(&page) {
+            return Ok(at);
+        }
+        let location = directory
+            .get(page as usize)
+            .copied()
+            .ok_or(HashError::MalformedBucket {
+                page,
+                what: "bucket page number outside the table",
+            })?;
+        let (slots, done) = match location {
+            Some(flash_page) => {
+                let (bytes, done) = space.read_page(at, flash_page, purpose)?;
+                self.counts.page_reads += 1;
+                let slots =
+                    bucket::decode(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
+                (slots, done)
+            }
+            None => (vec![Slot::EMPTY; self.slots_per_page], at),
+        };
+        self.insert_page(space, at, page, slots, false, purpose)?;
+        if let Storage::Flash { cache, .. } = &mut self.storage {
+            if let Some(cached) = cache.get_mut(&page) {
+                cached.read_ahead = true;
+            }
+        }
         Ok(done)
     }
 
@@ -260,6 +311,7 @@ impl Table {
                 slots,
                 dirty,
                 stamp: *clock,
+                read_ahead: false,
             },
         );
         Ok(())
@@ -562,6 +614,7 @@ impl Table {
                             slots,
                             dirty: true,
                             stamp: *clock,
+                            read_ahead: false,
                         },
                     );
                 }
