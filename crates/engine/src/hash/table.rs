@@ -187,11 +187,7 @@ impl Table {
         purpose: Purpose,
     ) -> Result<SimTime> {
         let Storage::Flash {
-            directory,
-            cache,
-            lru,
-            clock,
-            ..
+            cache, lru, clock, ..
         } = &mut self.storage
         else {
             return Ok(at);
@@ -210,25 +206,7 @@ impl Table {
             return Ok(at);
         }
         self.counts.cache_misses += 1;
-        let location = directory
-            .get(page as usize)
-            .copied()
-            .ok_or(HashError::MalformedBucket {
-                page,
-                what: "bucket page number outside the table",
-            })?;
-        let (slots, done) = match location {
-            Some(flash_page) => {
-                let (bytes, done) = space.read_page(at, flash_page, purpose)?;
-                self.counts.page_reads += 1;
-                let slots =
-                    bucket::decode(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
-                (slots, done)
-            }
-            None => (vec![Slot::EMPTY; self.slots_per_page], at),
-        };
-        self.insert_page(space, at, page, slots, false, purpose)?;
-        Ok(done)
+        self.fetch(space, at, page, purpose, false)
     }
 
     /// Reads bucket page `page` into the cache ahead of its use, if it is not resident; returns when
@@ -240,15 +218,28 @@ impl Table {
         page: u64,
         purpose: Purpose,
     ) -> Result<SimTime> {
-        let Storage::Flash {
-            directory, cache, ..
-        } = &self.storage
-        else {
+        let Storage::Flash { cache, .. } = &self.storage else {
             return Ok(at);
         };
         if cache.contains_key(&page) {
             return Ok(at);
         }
+        self.fetch(space, at, page, purpose, true)
+    }
+
+    /// Brings a page that is not cached into the cache: a read of its newest copy, or an empty page
+    /// never written. Returns when its slots are in DRAM.
+    fn fetch(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        page: u64,
+        purpose: Purpose,
+        read_ahead: bool,
+    ) -> Result<SimTime> {
+        let Storage::Flash { directory, .. } = &self.storage else {
+            return Ok(at);
+        };
         let location = directory
             .get(page as usize)
             .copied()
@@ -269,7 +260,7 @@ impl Table {
         self.insert_page(space, at, page, slots, false, purpose)?;
         if let Storage::Flash { cache, .. } = &mut self.storage {
             if let Some(cached) = cache.get_mut(&page) {
-                cached.read_ahead = true;
+                cached.read_ahead = read_ahead;
             }
         }
         Ok(done)
