@@ -762,15 +762,14 @@ impl HashIndex {
         if capacity == 0 {
             return Ok(at);
         }
+        // Homes are sorted, so their pages come in order and a repeat is always the last one.
         let mut pages: Vec<u64> = Vec::new();
-        for &home in homes {
-            if let Some(&(page, _, _)) = self.table.window(home, 1).first() {
-                if pages.last() != Some(&page) && !pages.contains(&page) {
-                    pages.push(page);
+        for page in homes.iter().filter_map(|&home| self.table.page_of(home)) {
+            if pages.last() != Some(&page) {
+                if pages.len() == capacity {
+                    break;
                 }
-            }
-            if pages.len() >= capacity {
-                break;
+                pages.push(page);
             }
         }
         let mut ready = at;

@@ -154,6 +154,12 @@ impl Table {
         }
     }
 
+    /// The bucket page holding slot `home` (`None` for an empty table).
+    pub(crate) fn page_of(&self, home: u64) -> Option<u64> {
+        let total = self.total_slots();
+        (total > 0 && self.slots_per_page > 0).then(|| (home % total) / self.slots_per_page as u64)
+    }
+
     /// The slots of a key's probe window as runs `(page, first slot in page, slots)`.
     pub(crate) fn window(&self, home: u64, probes: u64) -> Vec<(u64, usize, usize)> {
         let total = self.total_slots();
@@ -258,9 +264,11 @@ impl Table {
             None => (vec![Slot::EMPTY; self.slots_per_page], at),
         };
         self.insert_page(space, at, page, slots, false, purpose)?;
-        if let Storage::Flash { cache, .. } = &mut self.storage {
-            if let Some(cached) = cache.get_mut(&page) {
-                cached.read_ahead = read_ahead;
+        if read_ahead {
+            if let Storage::Flash { cache, .. } = &mut self.storage {
+                if let Some(cached) = cache.get_mut(&page) {
+                    cached.read_ahead = true;
+                }
             }
         }
         Ok(done)
