@@ -104,6 +104,58 @@ impl SpaceConfig {
             gc_reserve_blocks: 4 + logs,
         }
     }
+
+    /// Checks this configuration against a geometry: chunk size, pointer and OOB limits,
+    /// over-provisioning, and room for every log's open blocks and the GC reserve. `Space::open`
+    /// runs the same check; callers sizing a card can run it before building one.
+    pub fn check(&self, geometry: &Geometry) -> Result<()> {
+        let chunk = self.chunk_bytes;
+        if chunk < 16 || !chunk.is_power_of_two() || chunk > geometry.page_bytes {
+            return Err(SpaceError::Config(format!(
+                "chunk_bytes {chunk} must be a power of two between 16 and the page size"
+            )));
+        }
+        let chunks = geometry.page_bytes / chunk;
+        if chunks > pointer::CHUNKS_PER_PAGE_MAX {
+            return Err(SpaceError::Config(format!(
+                "{chunks} chunks per page exceed the pointer's {}",
+                pointer::CHUNKS_PER_PAGE_MAX
+            )));
+        }
+        if layout::oob_bytes(chunks) > geometry.oob_user_bytes() as usize {
+            return Err(SpaceError::Config(format!(
+                "the record-end bitmap of {chunks} chunks does not fit {} user OOB bytes",
+                geometry.oob_user_bytes()
+            )));
+        }
+        if geometry.pages_total() > pointer::PAGES_MAX {
+            return Err(SpaceError::Config(
+                "too many pages for a record pointer".into(),
+            ));
+        }
+        if (geometry.page_bytes as usize) < LARGE_HEADER_BYTES + KEY_BYTES_MAX + 1 {
+            return Err(SpaceError::Config(format!(
+                "pages of {} bytes cannot hold a record header and a {KEY_BYTES_MAX}-byte key",
+                geometry.page_bytes
+            )));
+        }
+        if u64::from(self.over_provisioning_percent) >= 100 {
+            return Err(SpaceError::Config(
+                "over-provisioning must be below 100%".into(),
+            ));
+        }
+        let logs = self.logs.clamp(1, geometry.dies());
+        let reserve_needed = u64::from(self.gc_reserve_blocks) + 2 * u64::from(logs) + 2;
+        if reserve_needed >= geometry.blocks_total() {
+            return Err(SpaceError::Config(format!(
+                "{} blocks cannot hold {} open blocks and a GC reserve of {}",
+                geometry.blocks_total(),
+                2 * logs,
+                self.gc_reserve_blocks
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// A data record as read back from flash.
@@ -276,50 +328,7 @@ impl Space {
     fn build(flash: Flash, mut config: SpaceConfig, require_erased: bool) -> Result<Space> {
         let geometry = *flash.geometry();
         config.logs = config.logs.clamp(1, geometry.dies());
-        let chunk = config.chunk_bytes;
-        if chunk < 16 || !chunk.is_power_of_two() || chunk > geometry.page_bytes {
-            return Err(SpaceError::Config(format!(
-                "chunk_bytes {chunk} must be a power of two between 16 and the page size"
-            )));
-        }
-        let chunks = geometry.page_bytes / chunk;
-        if chunks > pointer::CHUNKS_PER_PAGE_MAX {
-            return Err(SpaceError::Config(format!(
-                "{chunks} chunks per page exceed the pointer's {}",
-                pointer::CHUNKS_PER_PAGE_MAX
-            )));
-        }
-        if layout::oob_bytes(chunks) > geometry.oob_user_bytes() as usize {
-            return Err(SpaceError::Config(format!(
-                "the record-end bitmap of {chunks} chunks does not fit {} user OOB bytes",
-                geometry.oob_user_bytes()
-            )));
-        }
-        if geometry.pages_total() > pointer::PAGES_MAX {
-            return Err(SpaceError::Config(
-                "too many pages for a record pointer".into(),
-            ));
-        }
-        if (geometry.page_bytes as usize) < LARGE_HEADER_BYTES + KEY_BYTES_MAX + 1 {
-            return Err(SpaceError::Config(format!(
-                "pages of {} bytes cannot hold a record header and a {KEY_BYTES_MAX}-byte key",
-                geometry.page_bytes
-            )));
-        }
-        if u64::from(config.over_provisioning_percent) >= 100 {
-            return Err(SpaceError::Config(
-                "over-provisioning must be below 100%".into(),
-            ));
-        }
-        let reserve_needed = u64::from(config.gc_reserve_blocks) + 2 * u64::from(config.logs) + 2;
-        if reserve_needed >= geometry.blocks_total() {
-            return Err(SpaceError::Config(format!(
-                "{} blocks cannot hold {} open blocks and a GC reserve of {}",
-                geometry.blocks_total(),
-                2 * config.logs,
-                config.gc_reserve_blocks
-            )));
-        }
+        config.check(&geometry)?;
         let mut free_by_die = vec![Vec::new(); geometry.dies() as usize];
         let mut free_count = 0;
         for index in 0..geometry.blocks_total() {
