@@ -86,6 +86,38 @@ impl BenchProfile {
         }
     }
 
+    /// The same profile on a card with `blocks_per_die` blocks per die. What is sized by capacity
+    /// scales with it: the pairs loaded (Load leaves the card as full as before, 69%), L0 and L1, so
+    /// every level keeps its share of the data (the last level's size over L3's stays as it was:
+    /// whole-level merges into it cost in proportion). Per-die costs (an open block per log and
+    /// stream, the GC reserve) do not: this is how to see what the default profile's 1/16 of PinK's
+    /// capacity does to GC.
+    pub fn with_blocks_per_die(mut self, blocks_per_die: u32) -> Result<BenchProfile, String> {
+        let base = self.flash.geometry.blocks_per_die;
+        let mut geometry = self.flash.geometry;
+        geometry.blocks_per_die = blocks_per_die;
+        geometry
+            .validate()
+            .map_err(|error| format!("--blocks-per-die {blocks_per_die}: {error}"))?;
+        kvssd_space::SpaceConfig::for_geometry(&geometry)
+            .check(&geometry)
+            .map_err(|error| format!("--blocks-per-die {blocks_per_die}: {error}"))?;
+        let scale = |value: u64| -> Result<u64, String> {
+            let scaled = u128::from(value) * u128::from(blocks_per_die) / u128::from(base.max(1));
+            match u64::try_from(scaled) {
+                Ok(scaled) if scaled > 0 => Ok(scaled),
+                _ => Err(format!(
+                    "--blocks-per-die {blocks_per_die}: the profile cannot be scaled to this size"
+                )),
+            }
+        };
+        self.records = scale(self.records)?;
+        self.l1_entries = scale(self.l1_entries)?;
+        self.l0_bytes = scale(self.l0_bytes)?;
+        self.flash.geometry = geometry;
+        Ok(self)
+    }
+
     /// The profile with a name, if there is one.
     pub fn by_name(name: &str) -> Option<BenchProfile> {
         match name {
@@ -203,6 +235,8 @@ impl SimTarget for LsmTarget {
             ("gc_meta_victims".to_string(), stats.gc_meta_victims),
             ("gc_data_victims".to_string(), stats.gc_data_victims),
             ("gc_meta_pages_moved".to_string(), stats.gc_meta_pages_moved),
+            ("pinned_levels".to_string(), stats.pinned_levels as u64),
+            ("levels_unpinned".to_string(), stats.levels_unpinned),
             (
                 "gc_records_reinserted".to_string(),
                 stats.gc_records_reinserted,
@@ -536,4 +570,33 @@ pub fn results_of<'a>(report: &'a BenchReport, preset: &str) -> Vec<&'a BenchRes
         .iter()
         .filter(|result| result.preset == preset)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BenchProfile;
+
+    #[test]
+    fn profile_sized_by_blocks_per_die_keeps_the_fill() {
+        let base = BenchProfile::scaled();
+        let doubled = BenchProfile::scaled()
+            .with_blocks_per_die(2 * base.flash.geometry.blocks_per_die)
+            .expect("a card twice the size is valid");
+        assert_eq!(
+            doubled.flash.geometry.capacity_bytes(),
+            2 * base.flash.geometry.capacity_bytes()
+        );
+        assert_eq!(doubled.records, 2 * base.records);
+        assert_eq!(doubled.l1_entries, 2 * base.l1_entries);
+        assert_eq!(doubled.l0_bytes, 2 * base.l0_bytes);
+        // The rest of the shape stays as it was.
+        assert_eq!(doubled.levels_below_l0, base.levels_below_l0);
+        assert_eq!(doubled.size_factor, base.size_factor);
+        assert_eq!(doubled.dram_fraction, base.dram_fraction);
+
+        let error = BenchProfile::scaled()
+            .with_blocks_per_die(1)
+            .expect_err("64 blocks cannot hold 64 logs' open blocks");
+        assert!(error.contains("open blocks"), "{error}");
+    }
 }

@@ -143,6 +143,10 @@ struct GcArgs {
     /// Benchmark profile: default or paper.
     #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
     profile: kvssd_bench::ycsb::BenchProfile,
+    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded scale
+    /// with it, keeping the card 69% full, unless --records is given.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    blocks_per_die: Option<u32>,
     /// Override the number of keys loaded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     records: Option<u64>,
@@ -170,6 +174,10 @@ struct YcsbArgs {
     /// Benchmark profile: default (PinK's setup scaled to 4 GiB, same shape) or paper (64 GiB, 44M pairs).
     #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
     profile: kvssd_bench::ycsb::BenchProfile,
+    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded scale
+    /// with it, keeping the card 69% full, unless --records is given.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    blocks_per_die: Option<u32>,
     /// Override the number of keys loaded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     records: Option<u64>,
@@ -452,7 +460,10 @@ fn print_json(value: &impl serde::Serialize) -> ExitCode {
 
 fn run_ycsb(args: YcsbArgs) -> ExitCode {
     use kvssd_bench::ycsb;
-    let mut profile = args.profile;
+    let mut profile = match sized(args.profile, args.blocks_per_die) {
+        Ok(profile) => profile,
+        Err(code) => return code,
+    };
     if let Some(records) = args.records {
         profile.records = records;
     }
@@ -470,9 +481,11 @@ fn run_ycsb(args: YcsbArgs) -> ExitCode {
     };
     let workload_names: Vec<&str> = config.workloads.iter().map(|spec| spec.name).collect();
     eprintln!(
-        "kvssd bench ycsb: profile {} [{}], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, seed {} (simulated time)",
+        "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, seed {} (simulated time)",
         config.profile.name,
         config.profile.flash.geometry,
+        config.profile.l0_bytes >> 10,
+        config.profile.l1_entries,
         config.profile.records,
         config.profile.key_bytes,
         config.profile.value_bytes,
@@ -569,13 +582,30 @@ impl PresetBars {
     }
 }
 
+/// A bench profile on a card of `blocks_per_die`, if given; a bad size is reported as a usage error.
+fn sized(
+    profile: kvssd_bench::ycsb::BenchProfile,
+    blocks_per_die: Option<u32>,
+) -> Result<kvssd_bench::ycsb::BenchProfile, ExitCode> {
+    match blocks_per_die {
+        None => Ok(profile),
+        Some(blocks) => profile.with_blocks_per_die(blocks).map_err(|error| {
+            eprintln!("kvssd: {error}");
+            ExitCode::from(2)
+        }),
+    }
+}
+
 fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 fn run_gc(args: GcArgs) -> ExitCode {
     use kvssd_bench::gc;
-    let mut profile = args.profile;
+    let mut profile = match sized(args.profile, args.blocks_per_die) {
+        Ok(profile) => profile,
+        Err(code) => return code,
+    };
     if let Some(records) = args.records {
         profile.records = records;
     }
@@ -589,9 +619,11 @@ fn run_gc(args: GcArgs) -> ExitCode {
         profile,
     };
     eprintln!(
-        "kvssd bench gc: profile {} [{}], {} records, then {} uniformly random overwrites, presets {}, seed {} (simulated time)",
+        "kvssd bench gc: profile {} [{}, L0 {} KiB, L1 {} entries], {} records, then {} uniformly random overwrites, presets {}, seed {} (simulated time)",
         config.profile.name,
         config.profile.flash.geometry,
+        config.profile.l0_bytes >> 10,
+        config.profile.l1_entries,
         config.profile.records,
         config.overwrites,
         config.presets.join(","),

@@ -34,6 +34,8 @@ fn cli_bad_arguments_give_one_line_and_exit_code_2() {
         &["sim-speed", "--ops", "-3"],
         &["bench", "ycsb", "--presets", "pink,nope"],
         &["bench", "gc", "--presets", "bad"],
+        &["bench", "gc", "--blocks-per-die", "1"],
+        &["bench", "ycsb", "--blocks-per-die", "0"],
         &["bench", "seek", "--prefetch", "100"],
         &["bench", "kaml-micro", "--logs", "65"],
     ];
