@@ -238,6 +238,10 @@ impl SimTarget for LsmTarget {
             ("pinned_levels".to_string(), stats.pinned_levels as u64),
             ("levels_unpinned".to_string(), stats.levels_unpinned),
             (
+                "compactions_deferred".to_string(),
+                stats.compactions_deferred,
+            ),
+            (
                 "gc_records_reinserted".to_string(),
                 stats.gc_records_reinserted,
             ),
