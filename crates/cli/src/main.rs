@@ -143,8 +143,8 @@ struct GcArgs {
     /// Benchmark profile: default or paper.
     #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
     profile: kvssd_bench::ycsb::BenchProfile,
-    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded scale
-    /// with it, keeping the card 69% full, unless --records is given.
+    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded, L0 and
+    /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     blocks_per_die: Option<u32>,
     /// Override the number of keys loaded.
@@ -174,8 +174,8 @@ struct YcsbArgs {
     /// Benchmark profile: default (PinK's setup scaled to 4 GiB, same shape) or paper (64 GiB, 44M pairs).
     #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
     profile: kvssd_bench::ycsb::BenchProfile,
-    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded scale
-    /// with it, keeping the card 69% full, unless --records is given.
+    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded, L0 and
+    /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     blocks_per_die: Option<u32>,
     /// Override the number of keys loaded.
