@@ -54,6 +54,7 @@
 //! ```
 
 pub mod check;
+mod config;
 pub mod crash;
 mod device;
 pub mod durability;

@@ -1,7 +1,7 @@
 //! Unit tests of the space layer on the `test_min` geometry: packing, large records, victim scans.
 
 use super::*;
-use kvssd_flash::Profile;
+use kvssd_flash::{Profile, Purpose};
 
 fn space() -> Space {
     let profile = Profile::test_min();

@@ -1,0 +1,279 @@
+//! The benchmark commands' arguments and the parsers that check them at the boundary.
+
+use clap::Args;
+use kvssd_bench::flash_bench::Pattern;
+use kvssd_flash::Profile;
+
+/// Where a benchmark writes its results besides the terminal.
+#[derive(Debug, Args)]
+pub(crate) struct OutputArgs {
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub(crate) json: Option<std::path::PathBuf>,
+    /// Write plots (SVG) and a self-contained HTML page into this directory.
+    #[arg(long)]
+    pub(crate) report: Option<std::path::PathBuf>,
+}
+
+/// How a benchmark of several presets runs.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// No progress bar.
+    #[arg(long)]
+    pub(crate) quiet: bool,
+    /// Presets simulated at once, each on its own thread (figures do not depend on it).
+    #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
+    pub(crate) threads: usize,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct KamlMicroArgs {
+    /// Value sizes of the Fetch / Update / Insert experiment, comma-separated.
+    #[arg(long, default_value = "512,1024,2048,4096", value_delimiter = ',', value_parser = parse_value_bytes)]
+    pub(crate) value_sizes: Vec<usize>,
+    /// Records per atomic batch in the batch experiment, comma-separated.
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',', value_parser = parse_batch)]
+    pub(crate) batch_sizes: Vec<usize>,
+    /// Logs the namespace writes to in the logs experiment, comma-separated (at most the dies).
+    #[arg(long, default_value = "16,32,64", value_delimiter = ',', value_parser = parse_logs)]
+    pub(crate) logs: Vec<u32>,
+    /// Records inserted (the Insert experiment and the data set of Update and Fetch).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) records: u64,
+    /// Commands of each Update and Fetch run.
+    #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) ops: u64,
+    /// Closed-loop clients (KAML's bandwidth runs use 8 host threads).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) clients: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SeekArgs {
+    /// LSM presets, comma-separated.
+    #[arg(long, default_value = "pink", value_delimiter = ',')]
+    pub(crate) presets: Vec<String>,
+    /// Value prefetch degrees D, comma-separated; each runs on the same loaded device.
+    #[arg(long, default_value = "0,8", value_delimiter = ',')]
+    pub(crate) prefetch: Vec<usize>,
+    /// Nexts after each Seek.
+    #[arg(long, default_value_t = 100, value_parser = parse_scan_length)]
+    pub(crate) scan_length: usize,
+    /// Value size, bytes.
+    #[arg(long, default_value_t = 4096, value_parser = parse_value_bytes)]
+    pub(crate) value_bytes: usize,
+    /// Keys loaded.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) keys: u64,
+    /// Seeks per prefetch degree.
+    #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) seeks: u64,
+    /// Turn index prefetch off.
+    #[arg(long)]
+    pub(crate) no_index_prefetch: bool,
+    /// Seed of the load order and the seek keys.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GcArgs {
+    /// Engine presets, comma-separated (pink-gcrewrite is pink with GC rewriting meta segments).
+    #[arg(
+        long,
+        default_value = "pink,pink-gcrewrite,lightstore",
+        value_delimiter = ',',
+        value_parser = parse_bench_preset
+    )]
+    pub(crate) presets: Vec<String>,
+    /// Benchmark profile: default or paper.
+    #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
+    pub(crate) profile: kvssd_bench::ycsb::BenchProfile,
+    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded, L0 and
+    /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub(crate) blocks_per_die: Option<u32>,
+    /// Override the number of keys loaded.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) records: Option<u64>,
+    /// Overwrites after the load (default: 100/44 per key, as PinK's 100M over 44M pairs).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) overwrites: Option<u64>,
+    /// Seed of every request stream.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct YcsbArgs {
+    /// Presets, comma-separated, each on its own identical fresh device (pink, pink-noopt, pink-range,
+    /// pink-gcrewrite, lightstore, hash, kaml).
+    #[arg(long, default_value = "pink,lightstore,hash", value_delimiter = ',', value_parser = parse_bench_preset)]
+    pub(crate) presets: Vec<String>,
+    /// Workloads, comma-separated (load, a, b, c, d, e, f). Load always runs first to build the data set.
+    #[arg(long, default_value = "load,a,b,c,d,e,f", value_delimiter = ',', value_parser = parse_workload)]
+    pub(crate) workloads: Vec<kvssd_bench::workload::WorkloadSpec>,
+    /// Benchmark profile: default (PinK's setup scaled to 4 GiB, same shape) or paper (64 GiB, 44M pairs).
+    #[arg(long, default_value = "default", value_parser = parse_bench_profile)]
+    pub(crate) profile: kvssd_bench::ycsb::BenchProfile,
+    /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded, L0 and
+    /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub(crate) blocks_per_die: Option<u32>,
+    /// Override the number of keys loaded.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) records: Option<u64>,
+    /// Override the requests per workload.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) ops: Option<u64>,
+    /// Override the number of closed-loop clients (64 by default, PinK's queue depth).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) clients: Option<u32>,
+    /// Seed of every request stream.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    #[command(flatten)]
+    pub(crate) output: OutputArgs,
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FlashBenchArgs {
+    /// Access pattern: randread, seqwrite, randwrite or mixed.
+    #[arg(long, default_value = "randread", value_parser = parse_pattern)]
+    pub(crate) pattern: Pattern,
+    /// Closed-loop clients, each with one operation outstanding.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub(crate) qd: u32,
+    /// Timed operations.
+    #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) ops: u64,
+    /// Device profile: pink or test_min.
+    #[arg(long, default_value = "pink", value_parser = parse_profile)]
+    pub(crate) profile: Profile,
+    /// Override the profile's blocks per die (its capacity).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub(crate) blocks_per_die: Option<u32>,
+    /// Share of reads in the mixed pattern, in percent.
+    #[arg(long, default_value_t = 70, value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub(crate) read_percent: u32,
+    /// Seed of the address generator.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Verify the page checksum of every read (by default ram media verifies only pages a fault may
+    /// have touched).
+    #[arg(long)]
+    pub(crate) verify_every_read: bool,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SimSpeedArgs {
+    /// Random page operations for each of the two measurements.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) ops: u64,
+    /// Seed of the address generator.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Print one JSON object instead of the text report.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+pub(crate) fn parse_workload(name: &str) -> Result<kvssd_bench::workload::WorkloadSpec, String> {
+    kvssd_bench::workload::WorkloadSpec::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown workload (expected one of {})",
+            kvssd_bench::workload::WorkloadSpec::NAMES.join(", ")
+        )
+    })
+}
+
+pub(crate) fn parse_bench_profile(name: &str) -> Result<kvssd_bench::ycsb::BenchProfile, String> {
+    kvssd_bench::ycsb::BenchProfile::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown profile (expected one of {})",
+            kvssd_bench::ycsb::BenchProfile::NAMES.join(", ")
+        )
+    })
+}
+
+/// A whole number from `low` to `high`, or the one-line reason it is not.
+pub(crate) fn whole_number_in(text: &str, low: usize, high: usize) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(number) if (low..=high).contains(&number) => Ok(number),
+        _ => Err(format!("must be a whole number from {low} to {high}")),
+    }
+}
+
+pub(crate) fn parse_scan_length(text: &str) -> Result<usize, String> {
+    whole_number_in(text, 1, 1_000_000)
+}
+
+pub(crate) fn parse_value_bytes(text: &str) -> Result<usize, String> {
+    whole_number_in(text, 1, 2 << 20)
+}
+
+pub(crate) fn parse_batch(text: &str) -> Result<usize, String> {
+    whole_number_in(text, 1, 1024)
+}
+
+/// Logs of the pink card: one per die.
+pub(crate) fn parse_logs(text: &str) -> Result<u32, String> {
+    whole_number_in(text, 1, 64).map(|logs| logs as u32)
+}
+
+pub(crate) fn parse_threads(text: &str) -> Result<usize, String> {
+    whole_number_in(text, 1, 256)
+}
+
+pub(crate) fn parse_bench_preset(name: &str) -> Result<String, String> {
+    let known = kvssd_bench::ycsb::preset_names();
+    if known.contains(&name) {
+        Ok(name.to_string())
+    } else {
+        Err(format!(
+            "unknown preset (expected one of {})",
+            known.join(", ")
+        ))
+    }
+}
+
+pub(crate) fn parse_pattern(name: &str) -> Result<Pattern, String> {
+    Pattern::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown pattern (expected one of {})",
+            Pattern::NAMES.join(", ")
+        )
+    })
+}
+
+pub(crate) fn parse_profile(name: &str) -> Result<Profile, String> {
+    Profile::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown profile (expected one of {})",
+            Profile::NAMES.join(", ")
+        )
+    })
+}
+
+/// Presets simulated at once, by default: one per core.
+pub(crate) fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}

@@ -1,0 +1,397 @@
+//! The workload benchmarks (`kvssd bench ycsb | gc | seek | kaml-micro`): run them with progress
+//! bars and write their table, JSON and plots.
+
+use std::process::ExitCode;
+
+use crate::args::{GcArgs, KamlMicroArgs, RunArgs, SeekArgs, YcsbArgs};
+
+pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
+    use kvssd_bench::ycsb;
+    let mut profile = match sized(args.profile, args.blocks_per_die) {
+        Ok(profile) => profile,
+        Err(code) => return code,
+    };
+    if let Some(records) = args.records {
+        profile.records = records;
+    }
+    if let Some(ops) = args.ops {
+        profile.operations = ops;
+    }
+    if let Some(clients) = args.clients {
+        profile.clients = clients;
+    }
+    let config = ycsb::YcsbConfig {
+        presets: args.presets,
+        workloads: args.workloads,
+        seed: args.seed,
+        profile,
+    };
+    let workload_names: Vec<&str> = config.workloads.iter().map(|spec| spec.name).collect();
+    eprintln!(
+        "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, seed {} (simulated time)",
+        config.profile.name,
+        config.profile.flash.geometry,
+        config.profile.l0_bytes >> 10,
+        config.profile.l1_entries,
+        config.profile.records,
+        config.profile.key_bytes,
+        config.profile.value_bytes,
+        config.profile.operations,
+        config.profile.clients,
+        config.presets.join(","),
+        workload_names.join(","),
+        config.seed
+    );
+    let started = std::time::Instant::now();
+    let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
+        ycsb::run(&config, threads, progress)
+    }) {
+        Ok(report) => report,
+        Err(code) => return code,
+    };
+    write_outputs(
+        &report,
+        started,
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
+    )
+}
+
+/// Runs a benchmark of several presets with a progress bar per preset; a failure is printed and
+/// becomes the exit code.
+fn run_presets_with_bars(
+    presets: &[String],
+    run: &RunArgs,
+    benchmark: impl FnOnce(
+        usize,
+        &(dyn Fn(&str, &str, u64, u64) + Sync),
+    ) -> Result<kvssd_bench::report::BenchReport, String>,
+) -> Result<kvssd_bench::report::BenchReport, ExitCode> {
+    let bars = PresetBars::new(presets, run.quiet);
+    let result = benchmark(run.threads, &|preset, phase, done, total| {
+        bars.update(preset, phase, done, total)
+    });
+    bars.finish();
+    result.map_err(|error| {
+        eprintln!("kvssd: {error}");
+        ExitCode::FAILURE
+    })
+}
+
+/// One progress bar per preset, each naming the workload it is in.
+struct PresetBars {
+    bars: std::collections::HashMap<String, indicatif::ProgressBar>,
+    _multi: indicatif::MultiProgress,
+}
+
+impl PresetBars {
+    fn new(presets: &[String], quiet: bool) -> PresetBars {
+        let multi = indicatif::MultiProgress::new();
+        if quiet {
+            multi.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let style = indicatif::ProgressStyle::with_template(
+            "{prefix:>24} [{bar:40}] {pos}/{len} requests ({per_sec}, eta {eta})",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> ");
+        let bars = presets
+            .iter()
+            .map(|preset| {
+                let bar = multi.add(indicatif::ProgressBar::new(0));
+                bar.set_style(style.clone());
+                bar.set_prefix(format!("{preset} (waiting)"));
+                (preset.clone(), bar)
+            })
+            .collect();
+        PresetBars {
+            bars,
+            _multi: multi,
+        }
+    }
+
+    fn update(&self, preset: &str, workload: &str, done: u64, total: u64) {
+        if let Some(bar) = self.bars.get(preset) {
+            let prefix = format!("{preset} {workload}");
+            if bar.prefix() != prefix {
+                bar.set_prefix(prefix);
+                bar.reset();
+                bar.set_length(total);
+            }
+            bar.set_position(done);
+        }
+    }
+
+    fn finish(&self) {
+        for bar in self.bars.values() {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// A bench profile on a card of `blocks_per_die`, if given; a bad size is reported as a usage error.
+fn sized(
+    profile: kvssd_bench::ycsb::BenchProfile,
+    blocks_per_die: Option<u32>,
+) -> Result<kvssd_bench::ycsb::BenchProfile, ExitCode> {
+    match blocks_per_die {
+        None => Ok(profile),
+        Some(blocks) => profile.with_blocks_per_die(blocks).map_err(|error| {
+            eprintln!("kvssd: {error}");
+            ExitCode::from(2)
+        }),
+    }
+}
+
+pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
+    use kvssd_bench::gc;
+    let mut profile = match sized(args.profile, args.blocks_per_die) {
+        Ok(profile) => profile,
+        Err(code) => return code,
+    };
+    if let Some(records) = args.records {
+        profile.records = records;
+    }
+    let overwrites = args
+        .overwrites
+        .unwrap_or((profile.records as f64 * gc::PINK_OVERWRITES_PER_KEY) as u64);
+    let config = gc::GcConfig {
+        presets: args.presets,
+        overwrites,
+        seed: args.seed,
+        profile,
+    };
+    eprintln!(
+        "kvssd bench gc: profile {} [{}, L0 {} KiB, L1 {} entries], {} records, then {} uniformly random overwrites, presets {}, seed {} (simulated time)",
+        config.profile.name,
+        config.profile.flash.geometry,
+        config.profile.l0_bytes >> 10,
+        config.profile.l1_entries,
+        config.profile.records,
+        config.overwrites,
+        config.presets.join(","),
+        config.seed
+    );
+    let started = std::time::Instant::now();
+    let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
+        gc::run(&config, threads, progress)
+    }) {
+        Ok(report) => report,
+        Err(code) => return code,
+    };
+    for result in &report.results {
+        if let Some(params) = &result.params {
+            let get = |key: &str| {
+                params
+                    .get(key)
+                    .and_then(|value| value.as_u64())
+                    .unwrap_or(0)
+            };
+            let index_pages = get("compaction_pages_written")
+                + get("index_pages_written")
+                + get("gc_meta_pages_moved")
+                + get("gc_segments_rewritten");
+            println!(
+                "{:<15} WAF {:.2}   user pages {}   GC pages {}   index pages written (compaction + GC index updates) {}   records re-inserted {}   rewritten {}",
+                result.preset,
+                result.phase_waf.unwrap_or(f64::NAN),
+                get("user_pages_written"),
+                get("gc_pages_written"),
+                index_pages,
+                get("gc_records_reinserted"),
+                get("gc_records_rewritten"),
+            );
+        }
+    }
+    write_outputs(
+        &report,
+        started,
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
+    )
+}
+
+pub(crate) fn run_seek(args: SeekArgs) -> ExitCode {
+    use kvssd_bench::seek;
+    if let Some(unknown) = args
+        .presets
+        .iter()
+        .find(|preset| preset.parse::<kvssd_engine::Preset>().is_err())
+    {
+        eprintln!("kvssd: '{unknown}' is not an LSM preset (SeekRandom needs key order: pink, pink-noopt, pink-range, lightstore)");
+        return ExitCode::from(2);
+    }
+    if let Some(degree) = args.prefetch.iter().find(|&&degree| degree > 64) {
+        eprintln!("kvssd: prefetch degree {degree} is above the limit of 64");
+        return ExitCode::from(2);
+    }
+    let config = seek::SeekConfig {
+        profile: kvssd_bench::ycsb::BenchProfile::scaled(),
+        presets: args.presets,
+        degrees: args.prefetch,
+        keys: args.keys,
+        value_bytes: args.value_bytes,
+        scan_length: args.scan_length,
+        seeks: args.seeks,
+        index_prefetch: !args.no_index_prefetch,
+        seed: args.seed,
+    };
+    eprintln!(
+        "kvssd bench seek: profile default [{}], {} keys of {} B values, {} seeks of {} nexts per degree, prefetch degrees {:?}, index prefetch {}, presets {}, seed {} (simulated time)",
+        config.profile.flash.geometry,
+        config.keys,
+        config.value_bytes,
+        config.seeks,
+        config.scan_length,
+        config.degrees,
+        if config.index_prefetch { "on" } else { "off" },
+        config.presets.join(","),
+        config.seed
+    );
+    let started = std::time::Instant::now();
+    let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
+        seek::run(&config, threads, progress)
+    }) {
+        Ok(report) => report,
+        Err(code) => return code,
+    };
+    for result in &report.results {
+        if let (Some(next), Some(seek)) = (&result.next_latency_us, &result.seek_latency_us) {
+            println!(
+                "{:<11} {:<22} per Next: avg {:>7.1} us  p99 {:>7.1}  p99.9 {:>7.1}   per Seek: avg {:>7.1} us   flash reads per seek+scan {:.1}",
+                result.preset,
+                result.note.as_deref().unwrap_or("").split(':').next().unwrap_or(""),
+                next.avg,
+                next.p99,
+                next.p999,
+                seek.avg,
+                result.flash_reads_per_query.avg
+            );
+        }
+    }
+    write_outputs(
+        &report,
+        started,
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
+    )
+}
+
+pub(crate) fn run_kaml_micro(args: KamlMicroArgs) -> ExitCode {
+    use kvssd_bench::kaml_micro;
+    let config = kaml_micro::KamlMicroConfig {
+        value_sizes: args.value_sizes,
+        batch_sizes: args.batch_sizes,
+        log_counts: args.logs,
+        records: args.records,
+        operations: args.ops,
+        clients: args.clients,
+        seed: args.seed,
+        ..kaml_micro::KamlMicroConfig::default_config()
+    };
+    eprintln!(
+        "kvssd bench kaml-micro: pink card [{}], {} records of {} B keys, {} commands per update/fetch run, {} clients, value sizes {:?}, batch sizes {:?}, logs {:?}, seed {} (simulated time)",
+        config.flash.geometry,
+        config.records,
+        config.key_bytes,
+        config.operations,
+        config.clients,
+        config.value_sizes,
+        config.batch_sizes,
+        config.log_counts,
+        config.seed
+    );
+    let started = std::time::Instant::now();
+    let result = kaml_micro::run(&config, &mut |experiment, step, steps| {
+        eprintln!("  {experiment}: {}/{steps}", step + 1);
+    });
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "{:<12} {:<8} {:>6} {:>6} {:>5} {:>12} {:>10} {:>10} {:>10}",
+        "experiment", "op", "value", "batch", "logs", "records/s", "MB/s", "lat avg", "lat p99"
+    );
+    for result in &report.results {
+        let params = result.params.clone().unwrap_or_default();
+        let get = |key: &str| params.get(key).cloned().unwrap_or(serde_json::Value::Null);
+        let latency = if result.workload == "fetch" {
+            result.read_latency_us
+        } else {
+            result.write_latency_us
+        };
+        println!(
+            "{:<12} {:<8} {:>6} {:>6} {:>5} {:>12.0} {:>10.1} {:>10.1} {:>10.1}",
+            get("experiment").as_str().unwrap_or(""),
+            result.workload,
+            get("value_bytes"),
+            get("batch")
+                .as_u64()
+                .map_or("-".to_string(), |batch| batch.to_string()),
+            get("logs")
+                .as_u64()
+                .map_or("all".to_string(), |logs| logs.to_string()),
+            result.throughput_kops * 1e3,
+            get("bandwidth_mb_s").as_f64().unwrap_or(0.0),
+            latency.avg,
+            latency.p99
+        );
+    }
+    write_outputs(
+        &report,
+        started,
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
+    )
+}
+
+fn write_outputs(
+    report: &kvssd_bench::report::BenchReport,
+    started: std::time::Instant,
+    json: Option<&std::path::Path>,
+    plots: Option<&std::path::Path>,
+) -> ExitCode {
+    print!("{}", report.table());
+    let requests: u64 = report.results.iter().map(|result| result.ops).sum();
+    let wall = started.elapsed().as_secs_f64();
+    println!(
+        "simulator speed: {:.0} simulated requests per wall-clock second ({requests} reported requests plus loads in {wall:.1} s)",
+        report
+            .results
+            .iter()
+            .map(|result| result.sim_requests_per_wall_s)
+            .sum::<f64>()
+            / report.results.len().max(1) as f64
+    );
+    if let Some(path) = json {
+        let written = serde_json::to_string_pretty(&report)
+            .map_err(|error| error.to_string())
+            .and_then(|json| std::fs::write(path, json + "\n").map_err(|error| error.to_string()));
+        if let Err(error) = written {
+            eprintln!("kvssd: cannot write {}: {error}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", path.display());
+    }
+    if let Some(directory) = plots {
+        match report.write_plots(directory) {
+            Ok(files) => println!(
+                "wrote {} files into {} (open index.html)",
+                files.len(),
+                directory.display()
+            ),
+            Err(error) => {
+                eprintln!(
+                    "kvssd: cannot write plots into {}: {error}",
+                    directory.display()
+                );
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}

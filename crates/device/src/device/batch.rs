@@ -1,0 +1,141 @@
+//! Atomic batches: every operation checked before any is applied, then staged where nothing can
+//! refuse it.
+
+use std::collections::BTreeMap;
+
+use kvssd_flash::SimTime;
+
+use super::{check_key, Core};
+use crate::{BatchOp, DeviceError, NamespaceId, Result, StoreMode};
+
+impl Core {
+    pub(crate) fn batch(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
+        let refuse = |index: usize, error: DeviceError| DeviceError::BatchOperation {
+            index,
+            source: Box::new(error),
+        };
+        if operations.len() > self.config.batch_operations_max {
+            return Err(DeviceError::BatchTooLarge {
+                len: operations.len(),
+                max: self.config.batch_operations_max,
+            });
+        }
+        // 1. Limits and namespaces.
+        for (index, operation) in operations.iter().enumerate() {
+            let (namespace, key) = match operation {
+                BatchOp::Store {
+                    namespace,
+                    key,
+                    value,
+                    ..
+                } => {
+                    self.check_value(value).map_err(|e| refuse(index, e))?;
+                    (*namespace, key)
+                }
+                BatchOp::Delete { namespace, key } => (*namespace, key),
+            };
+            check_key(key).map_err(|e| refuse(index, e))?;
+            if !self.namespaces.contains_key(&namespace.0) {
+                return Err(refuse(index, DeviceError::NamespaceUnknown(namespace)));
+            }
+        }
+        // 2. Presence conditions, each seeing the batch's earlier operations.
+        let mut t = at;
+        let mut overlay: BTreeMap<(u32, &[u8]), bool> = BTreeMap::new();
+        for (index, operation) in operations.iter().enumerate() {
+            match operation {
+                BatchOp::Store {
+                    namespace,
+                    key,
+                    mode,
+                    ..
+                } => {
+                    if *mode != StoreMode::Upsert {
+                        let present = match overlay.get(&(namespace.0, key.as_slice())) {
+                            Some(&present) => present,
+                            None => {
+                                let (space, engine) = self.split(*namespace)?;
+                                let (present, done) = engine.contains(space, t, key)?;
+                                t = done;
+                                present
+                            }
+                        };
+                        match (mode, present) {
+                            (StoreMode::UpdateOnly, false) => {
+                                return Err(refuse(index, DeviceError::KeyMissing))
+                            }
+                            (StoreMode::InsertOnly, true) => {
+                                return Err(refuse(index, DeviceError::KeyExists))
+                            }
+                            _ => {}
+                        }
+                    }
+                    overlay.insert((namespace.0, key.as_slice()), true);
+                }
+                BatchOp::Delete { namespace, key } => {
+                    overlay.insert((namespace.0, key.as_slice()), false);
+                }
+            }
+        }
+        // 3. Room in each L0 for its part of the batch (flushing first changes no key's value).
+        let mut l0_share: BTreeMap<u32, u64> = BTreeMap::new();
+        for operation in operations {
+            let (namespace, key, value) = operation.parts();
+            let bytes = match self.namespaces.get(&namespace.0) {
+                Some(found) => found.engine.staged_bytes(key, value),
+                None => return Err(DeviceError::NamespaceUnknown(namespace)),
+            };
+            *l0_share.entry(namespace.0).or_insert(0) += bytes;
+        }
+        for (&namespace, &bytes) in &l0_share {
+            let (space, engine) = self.split(NamespaceId(namespace))?;
+            t = engine.prepare_stage(space, t, bytes)?;
+        }
+        // 4. Capacity and quotas, counting the batch's earlier stores.
+        let mut staged_device = 0u64;
+        let mut staged_namespace: BTreeMap<u32, u64> = BTreeMap::new();
+        for (index, operation) in operations.iter().enumerate() {
+            let BatchOp::Store {
+                namespace,
+                key,
+                value,
+                ..
+            } = operation
+            else {
+                continue;
+            };
+            let staged = staged_namespace.entry(namespace.0).or_insert(0);
+            self.check_quota(*namespace, key, value.len(), *staged)
+                .map_err(|e| refuse(index, e))?;
+            let footprint = self.space.record_footprint(key.len(), value.len());
+            *staged += footprint;
+            let engine = match self.namespaces.get(&namespace.0) {
+                Some(found) => &found.engine,
+                None => return Err(refuse(index, DeviceError::NamespaceUnknown(*namespace))),
+            };
+            engine
+                .admit_put(&self.space, key, value.len(), staged_device)
+                .map_err(|e| refuse(index, e))?;
+            staged_device += footprint;
+        }
+        // The record is durable (as the sync policy says) before anything is applied; from here
+        // on nothing can refuse the batch.
+        t = self.log_operations(t, operations)?;
+        // 5. Apply: staging into L0 cannot fail.
+        for operation in operations {
+            let (namespace, key, value) = operation.parts();
+            if let Some(found) = self.namespaces.get_mut(&namespace.0) {
+                found.engine.stage(key, value);
+            }
+        }
+        // 6. Flush what grew past its size; GC.
+        for &namespace in l0_share.keys() {
+            let space = &mut self.space;
+            if let Some(found) = self.namespaces.get_mut(&namespace) {
+                t = found.engine.settle(space, t)?;
+            }
+        }
+        let t = self.device_gc(t, false)?;
+        self.after_logged_command(t)
+    }
+}

@@ -1,0 +1,243 @@
+//! Point commands (store, retrieve, delete, exist) with their checks, and the device-wide GC that
+//! collects any namespace's garbage when one runs short.
+
+use std::collections::BTreeSet;
+
+use kvssd_flash::SimTime;
+use kvssd_space::Space;
+
+use super::{check_key, Core, Namespace, NamespaceEngine};
+use crate::{BatchOp, ByteRange, DeviceError, NamespaceId, Result, Retrieved, StoreMode};
+
+impl Core {
+    pub(super) fn namespace(&mut self, id: NamespaceId) -> Result<&mut Namespace> {
+        self.namespaces
+            .get_mut(&id.0)
+            .ok_or(DeviceError::NamespaceUnknown(id))
+    }
+
+    pub(super) fn check_value(&self, value: &[u8]) -> Result<()> {
+        if value.len() > self.value_bytes_max {
+            return Err(DeviceError::ValueTooLarge {
+                len: value.len(),
+                max: self.value_bytes_max,
+            });
+        }
+        Ok(())
+    }
+
+    /// Refuses a store that would take the namespace past its quota.
+    pub(super) fn check_quota(
+        &self,
+        id: NamespaceId,
+        key: &[u8],
+        value_len: usize,
+        staged_bytes: u64,
+    ) -> Result<()> {
+        let Some(namespace) = self.namespaces.get(&id.0) else {
+            return Err(DeviceError::NamespaceUnknown(id));
+        };
+        let Some(quota_bytes) = namespace.spec.quota_bytes else {
+            return Ok(());
+        };
+        let footprint = self.space.record_footprint(key.len(), value_len);
+        let used = self.space.namespace_valid_bytes(id.0) + namespace.engine.staged_dram_bytes();
+        if used + staged_bytes + footprint > quota_bytes {
+            return Err(DeviceError::QuotaExceeded {
+                namespace: id,
+                quota_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    pub(super) fn check_mode(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        key: &[u8],
+        mode: StoreMode,
+    ) -> Result<SimTime> {
+        if mode == StoreMode::Upsert {
+            return Ok(at);
+        }
+        let (space, engine) = self.split(id)?;
+        let (present, t) = engine.contains(space, at, key)?;
+        match (mode, present) {
+            (StoreMode::UpdateOnly, false) => Err(DeviceError::KeyMissing),
+            (StoreMode::InsertOnly, true) => Err(DeviceError::KeyExists),
+            _ => Ok(t),
+        }
+    }
+
+    pub(super) fn store(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        key: &[u8],
+        value: &[u8],
+        mode: StoreMode,
+    ) -> Result<SimTime> {
+        if self.journal.is_some() {
+            let operation = BatchOp::Store {
+                namespace: id,
+                key: key.to_vec(),
+                value: value.to_vec(),
+                mode,
+            };
+            return self.logged_single(at, operation);
+        }
+        check_key(key)?;
+        self.check_value(value)?;
+        self.namespace(id)?;
+        let t = self.check_mode(at, id, key, mode)?;
+        self.check_quota(id, key, value.len(), 0)?;
+        let first = {
+            let (space, engine) = self.split(id)?;
+            engine.put(space, t, key, value)
+        };
+        let t = match first {
+            Ok(t) => t,
+            // The namespace could not free enough of its own blocks: collect other namespaces'
+            // garbage, then try once more (a refused put changed nothing).
+            Err(DeviceError::CapacityExceeded(_)) => {
+                let t = self.device_gc(t, true)?;
+                let (space, engine) = self.split(id)?;
+                engine.put(space, t, key, value)?
+            }
+            Err(error) => return Err(error),
+        };
+        self.device_gc(t, false)
+    }
+
+    /// The space and a namespace's index, borrowed together.
+    pub(crate) fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut NamespaceEngine)> {
+        let engine = match self.namespaces.get_mut(&id.0) {
+            Some(namespace) => &mut namespace.engine,
+            None => return Err(DeviceError::NamespaceUnknown(id)),
+        };
+        Ok((&mut self.space, engine))
+    }
+
+    /// Collects victims of any namespace while free blocks are below the device-wide threshold
+    /// (or, when `eager`, while any namespace offers one and the pool is below twice that).
+    pub(crate) fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
+        let mut t = at;
+        let target = if eager {
+            2 * self.config.gc_threshold_blocks
+        } else {
+            self.config.gc_threshold_blocks
+        };
+        let rounds_max = self.space.geometry().blocks_total();
+        // Namespaces whose candidate could not be relocated this time.
+        let mut skipped: BTreeSet<u32> = BTreeSet::new();
+        for _ in 0..rounds_max {
+            if self.space.free_blocks() >= target {
+                break;
+            }
+            // The victim with the least valid data among those each namespace's own policy
+            // accepts (pink only takes a data block L0 can absorb).
+            let mut best: Option<(u64, u32, u64)> = None;
+            for (&id, namespace) in &self.namespaces {
+                if skipped.contains(&id) {
+                    continue;
+                }
+                if let Some(block) = namespace.engine.gc_candidate(&self.space) {
+                    let valid = self.space.block_valid_bytes(block);
+                    if best.is_none_or(|(_, _, best_valid)| valid < best_valid) {
+                        best = Some((block, id, valid));
+                    }
+                }
+            }
+            let Some((block, id, _)) = best else { break };
+            let space = &mut self.space;
+            let Some(namespace) = self.namespaces.get_mut(&id) else {
+                break;
+            };
+            match namespace.engine.collect_victim(space, t, block)? {
+                Some(done) => {
+                    t = done;
+                    self.device_gc_victims += 1;
+                }
+                None => {
+                    skipped.insert(id);
+                }
+            }
+        }
+        Ok(t)
+    }
+
+    pub(super) fn retrieve(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        key: &[u8],
+        range: Option<ByteRange>,
+    ) -> Result<(Option<Retrieved>, SimTime)> {
+        check_key(key)?;
+        let (space, engine) = self.split(id)?;
+        let (value, t) = engine.get(space, at, key)?;
+        let Some(value) = value else {
+            return Ok((None, t));
+        };
+        let value_len = value.len();
+        let value = match range {
+            None => value,
+            Some(ByteRange { offset, len }) => {
+                let end = offset.checked_add(len).filter(|&end| end <= value_len);
+                let Some(end) = end else {
+                    return Err(DeviceError::RangeOutsideValue {
+                        offset,
+                        len,
+                        value_len,
+                    });
+                };
+                value[offset..end].to_vec()
+            }
+        };
+        Ok((Some(Retrieved { value, value_len }), t))
+    }
+
+    pub(super) fn delete(&mut self, at: SimTime, id: NamespaceId, key: &[u8]) -> Result<SimTime> {
+        if self.journal.is_some() {
+            let operation = BatchOp::Delete {
+                namespace: id,
+                key: key.to_vec(),
+            };
+            return self.logged_single(at, operation);
+        }
+        check_key(key)?;
+        let (space, engine) = self.split(id)?;
+        let t = match engine.delete(space, at, key) {
+            Ok(t) => t,
+            // As for stores: collect other namespaces' garbage and try once more.
+            Err(DeviceError::CapacityExceeded(_)) => {
+                let t = self.device_gc(at, true)?;
+                let (space, engine) = self.split(id)?;
+                engine.delete(space, t, key)?
+            }
+            Err(error) => return Err(error),
+        };
+        self.device_gc(t, false)
+    }
+
+    pub(super) fn exist(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        keys: &[&[u8]],
+    ) -> Result<(Vec<bool>, SimTime)> {
+        for key in keys {
+            check_key(key)?;
+        }
+        let (space, engine) = self.split(id)?;
+        let mut t = at;
+        let mut answers = Vec::with_capacity(keys.len());
+        for key in keys {
+            let (present, done) = engine.contains(space, t, key)?;
+            t = done;
+            answers.push(present);
+        }
+        Ok((answers, t))
+    }
+}

@@ -1,0 +1,148 @@
+//! Reads: probe windows, GETs, presence checks, and the refused scan.
+
+use kvssd_flash::{Purpose, SimTime};
+use kvssd_space::{RecordPointer, Space};
+
+use super::bucket;
+use super::bucket::Slot;
+use super::{HashError, HashIndex, Hit, Probe, Result};
+
+impl HashIndex {
+    /// Walks a key's probe window. Returns what it found, when, and the bucket pages and records
+    /// it read.
+    pub(super) fn probe(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+        hash: u64,
+        purpose: Purpose,
+        data_purpose: Purpose,
+    ) -> Result<(Probe, SimTime, u32, u32)> {
+        let signature = bucket::signature(hash, self.config.signature_bits);
+        let home = bucket::home_slot(hash, self.table.total_slots());
+        let runs = self.table.window(home, self.probe_slots);
+        let reads_before = self.table.counts.page_reads;
+        let mut records = 0;
+        let mut t = at;
+        let mut free = None;
+        for (page, start, count) in runs {
+            t = self.table.load(space, t, page, purpose)?;
+            let slots: Vec<Slot> = self
+                .table
+                .resident(page)
+                .and_then(|slots| slots.get(start..start + count))
+                .ok_or(HashError::MalformedBucket {
+                    page,
+                    what: "probe window outside the bucket page",
+                })?
+                .to_vec();
+            for (index, slot) in slots.into_iter().enumerate() {
+                let offset = start + index;
+                if slot.is_empty() {
+                    free.get_or_insert((page, offset));
+                    let reads = (self.table.counts.page_reads - reads_before) as u32;
+                    return Ok((Probe { hit: None, free }, t, reads, records));
+                }
+                if slot.is_tombstone() {
+                    free.get_or_insert((page, offset));
+                    continue;
+                }
+                if slot.signature != signature {
+                    continue;
+                }
+                t = self.charge(space, t);
+                let (record, done) =
+                    space.read_record(t, RecordPointer::from_raw(slot.pointer), data_purpose)?;
+                t = done;
+                records += 1;
+                self.cpu_pending.compare(&record.key, key);
+                if record.key == key {
+                    let reads = (self.table.counts.page_reads - reads_before) as u32;
+                    let hit = Hit {
+                        page,
+                        offset,
+                        pointer: RecordPointer::from_raw(slot.pointer),
+                        record,
+                    };
+                    return Ok((
+                        Probe {
+                            hit: Some(hit),
+                            free,
+                        },
+                        t,
+                        reads,
+                        records,
+                    ));
+                }
+                self.activity.signature_collisions += 1;
+            }
+        }
+        let reads = (self.table.counts.page_reads - reads_before) as u32;
+        Ok((Probe { hit: None, free }, t, reads, records))
+    }
+
+    /// Reads the value of `key`, or `None` if it has none (never stored or deleted). Returns when
+    /// the value is at the controller.
+    pub fn get(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, SimTime)> {
+        self.check_key(key)?;
+        self.cpu_pending.key_comparisons += 1;
+        if let Some(buffered) = self.buffer.get(key) {
+            let value = buffered.clone();
+            self.record_get(0, 0);
+            return Ok((value, self.charge(space, at)));
+        }
+        let hash = self.hash_of(key);
+        let (probe, t, index_reads, records) =
+            self.probe(space, at, key, hash, Purpose::Index, Purpose::UserData)?;
+        self.record_get(index_reads, records);
+        let value = probe.hit.map(|hit| hit.record.value);
+        Ok((value, self.charge(space, t)))
+    }
+
+    pub(super) fn record_get(&mut self, index_reads: u32, records: u32) {
+        self.last_get_index_reads = index_reads;
+        self.last_get_data_reads = records;
+        self.index_reads.record(index_reads);
+        self.data_reads.record(records);
+    }
+
+    /// Refused: a hash index keeps no key order, so it cannot return keys from `start` on. The
+    /// error is typed so a caller can fall back (e.g. a full scan that says so).
+    pub fn scan(
+        &mut self,
+        _space: &mut Space,
+        _at: SimTime,
+        start: &[u8],
+        _count: usize,
+    ) -> Result<(crate::Pairs, SimTime)> {
+        self.check_key(start)?;
+        Err(HashError::Unsupported {
+            operation: "scan",
+            preset: self.config.preset.name(),
+        })
+    }
+
+    /// Whether `key` has a live value. Returns when the index search (and the record read that
+    /// confirms a signature match) ends.
+    pub fn contains(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(bool, SimTime)> {
+        self.check_key(key)?;
+        if let Some(buffered) = self.buffer.get(key) {
+            let present = buffered.is_some();
+            return Ok((present, self.charge(space, at)));
+        }
+        let hash = self.hash_of(key);
+        let (probe, t, _, _) = self.probe(space, at, key, hash, Purpose::Index, Purpose::Index)?;
+        Ok((probe.hit.is_some(), self.charge(space, t)))
+    }
+}

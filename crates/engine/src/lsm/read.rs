@@ -1,0 +1,316 @@
+//! Reads: point lookups (GET, presence) through L0 and each level's one candidate segment, and
+//! range scans merging every level.
+
+use kvssd_flash::{Purpose, SimTime};
+use kvssd_space::{RecordPointer, Space};
+
+use super::level::{Level, SearchMode};
+use super::segment;
+use super::segment::{Entry, SegmentPage};
+use super::{Found, LsmTree, Pairs, Picked, Result};
+use crate::EngineError;
+
+impl LsmTree {
+    /// Finds the newest version of `key`: L0, then each level's one candidate segment. Returns what
+    /// it found, when, and how many meta pages it read.
+    pub(super) fn lookup(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+        purpose: Purpose,
+    ) -> Result<(Found, SimTime, u32)> {
+        let mut t = at;
+        self.count_l0_search(key);
+        if let Some(found) = self.l0.get(key) {
+            return Ok((Found::L0(found.value.clone()), t, 0));
+        }
+        let mode = self.search_mode();
+        let mut bounds: Option<(usize, usize)> = None;
+        let mut meta_reads = 0;
+        for index in 0..self.levels.len() {
+            let (low, high) = bounds.unwrap_or((0, usize::MAX));
+            let level = &self.levels[index];
+            let found = level.find_segment(key, low, high, mode, &mut self.cpu_pending);
+            bounds = None;
+            if self.features.range_pointers
+                && index + 1 < self.levels.len()
+                && !level.segments.is_empty()
+            {
+                bounds = Some(match found {
+                    Some(j) => (
+                        level.segments[j].range_pointer as usize,
+                        level
+                            .segments
+                            .get(j + 1)
+                            .map_or(usize::MAX, |next| next.range_pointer as usize),
+                    ),
+                    None => (0, level.segments[0].range_pointer as usize),
+                });
+            }
+            let Some(j) = found else {
+                continue;
+            };
+            let mut filter_passed = false;
+            if let Some(filter) = &level.segments[j].bloom {
+                let predicted = filter.predicted_fpr();
+                if !filter.may_contain(key, &mut self.cpu_pending) {
+                    let level = &mut self.levels[index];
+                    level.bloom_negatives += 1;
+                    level.bloom_expected_false_positives += predicted;
+                    continue;
+                }
+                filter_passed = true;
+            }
+            let segment = &self.levels[index].segments[j];
+            let entry = if let Some(entries) = &segment.entries {
+                segment::find_in(entries, key, &mut self.cpu_pending)
+                    .map(|slot| entries[slot].clone())
+            } else {
+                let Some(page) = segment.page else {
+                    return Err(EngineError::Config(
+                        "an unpinned segment has no flash address".into(),
+                    ));
+                };
+                t = self.charge(space, t);
+                let (bytes, done) = space.read_page(t, page, purpose)?;
+                t = done;
+                meta_reads += 1;
+                SegmentPage::parse(&bytes, page.0)?.find(key, &mut self.cpu_pending)?
+            };
+            if let Some(entry) = entry {
+                return Ok((
+                    Found::Level {
+                        level: index,
+                        segment: j,
+                        entry,
+                    },
+                    t,
+                    meta_reads,
+                ));
+            }
+            if filter_passed {
+                let predicted = self.levels[index].segments[j]
+                    .bloom
+                    .as_ref()
+                    .map_or(0.0, |filter| filter.predicted_fpr());
+                let level = &mut self.levels[index];
+                level.bloom_negatives += 1;
+                level.bloom_false_positives += 1;
+                level.bloom_expected_false_positives += predicted;
+            }
+        }
+        Ok((Found::Absent, t, meta_reads))
+    }
+
+    /// Reads the value of the newest version of `key`, or `None` if it has none (never stored or
+    /// deleted). Returns when the value is at the controller.
+    pub fn get(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, SimTime)> {
+        self.check_key(key)?;
+        let (found, mut t, meta_reads) = self.lookup(space, at, key, Purpose::Index)?;
+        self.last_get_meta_reads = meta_reads;
+        self.gets.record(meta_reads);
+        let value = match found {
+            Found::Absent => None,
+            Found::L0(value) => value,
+            Found::Level { entry, .. } => {
+                if entry.is_tombstone() {
+                    None
+                } else {
+                    t = self.charge(space, t);
+                    let (record, done) = space.read_record(
+                        t,
+                        RecordPointer::from_raw(entry.pointer),
+                        Purpose::UserData,
+                    )?;
+                    t = done;
+                    // Pair assertion: the record carries the key the index filed it under.
+                    if record.key != key {
+                        return Err(EngineError::MalformedSegment {
+                            page: RecordPointer::from_raw(entry.pointer).page().0,
+                            what: "value record carries another key than its index entry",
+                        });
+                    }
+                    Some(record.value)
+                }
+            }
+        };
+        Ok((value, self.charge(space, t)))
+    }
+
+    /// Whether `key` has a live value (no value read). Returns when the index search ends.
+    pub fn contains(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(bool, SimTime)> {
+        self.check_key(key)?;
+        let (found, t, _) = self.lookup(space, at, key, Purpose::Index)?;
+        let present = match found {
+            Found::Absent => false,
+            Found::L0(value) => value.is_some(),
+            Found::Level { entry, .. } => !entry.is_tombstone(),
+        };
+        Ok((present, self.charge(space, t)))
+    }
+
+    /// Up to `count` pairs with keys `>= start`, in key order, from one consistent view (the engine
+    /// is single-threaded, so the view is the state at the call).
+    pub fn scan(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Pairs, SimTime)> {
+        self.check_key(start)?;
+        let mut t = at;
+        // Source 0 is L0; source i + 1 is level i. A lower source number is newer.
+        let l0: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
+            .l0
+            .range(start.to_vec()..)
+            .map(|(key, value)| (key.clone(), value.value.clone()))
+            .collect();
+        let mut l0_position = 0;
+        struct Cursor {
+            segment: usize,
+            entries: Vec<Entry>,
+            position: usize,
+        }
+        let mode = SearchMode { prefixes: false };
+        let mut cursors = Vec::new();
+        let mut issued_at = t;
+        for index in 0..self.levels.len() {
+            let first = self.levels[index]
+                .find_segment(start, 0, usize::MAX, mode, &mut self.cpu_pending)
+                .unwrap_or(0);
+            let (entries, done) =
+                self.segment_entries(space, issued_at, index, first, Purpose::Index)?;
+            t = t.max(done);
+            let position = entries.partition_point(|entry| entry.key.as_slice() < start);
+            cursors.push(Cursor {
+                segment: first,
+                entries,
+                position,
+            });
+        }
+        let mut picked: Vec<Picked> = Vec::new();
+        while picked.len() < count {
+            // Refill exhausted cursors from their next segment.
+            for (index, cursor) in cursors.iter_mut().enumerate() {
+                while cursor.position >= cursor.entries.len()
+                    && cursor.segment + 1 < self.levels[index].segments.len()
+                {
+                    cursor.segment += 1;
+                    issued_at = issued_at.max(t);
+                    let (entries, done) = Self::segment_entries_of(
+                        space,
+                        &self.levels[index],
+                        issued_at,
+                        cursor.segment,
+                        Purpose::Index,
+                    )?;
+                    t = t.max(done);
+                    cursor.entries = entries;
+                    cursor.position = 0;
+                }
+            }
+            let mut smallest: Option<&[u8]> = l0.get(l0_position).map(|(key, _)| key.as_slice());
+            for cursor in &cursors {
+                if let Some(entry) = cursor.entries.get(cursor.position) {
+                    if smallest.is_none_or(|key| entry.key.as_slice() < key) {
+                        smallest = Some(&entry.key);
+                    }
+                }
+            }
+            let Some(smallest) = smallest.map(<[u8]>::to_vec) else {
+                break;
+            };
+            self.cpu_pending.key_comparisons += cursors.len() as u64 + 1;
+            // The newest source holding the key decides; older ones are skipped.
+            let mut decided: Option<Result<Option<Vec<u8>>, Entry>> = None;
+            if l0.get(l0_position).is_some_and(|(key, _)| *key == smallest) {
+                decided = Some(Ok(l0[l0_position].1.clone()));
+                l0_position += 1;
+            }
+            for cursor in &mut cursors {
+                if cursor
+                    .entries
+                    .get(cursor.position)
+                    .is_some_and(|entry| entry.key == smallest)
+                {
+                    if decided.is_none() {
+                        decided = Some(Err(cursor.entries[cursor.position].clone()));
+                    }
+                    cursor.position += 1;
+                }
+            }
+            match decided {
+                Some(Ok(Some(value))) => picked.push((smallest, Ok(value))),
+                Some(Err(entry)) if !entry.is_tombstone() => {
+                    picked.push((smallest, Err(entry.pointer)));
+                }
+                _ => {}
+            }
+        }
+        t = self.charge(space, t);
+        let issue = t;
+        let mut out = Vec::with_capacity(picked.len());
+        for (key, value) in picked {
+            let value = match value {
+                Ok(value) => value,
+                Err(pointer) => {
+                    let (record, done) = space.read_record(
+                        issue,
+                        RecordPointer::from_raw(pointer),
+                        Purpose::UserData,
+                    )?;
+                    t = t.max(done);
+                    record.value
+                }
+            };
+            out.push((key, value));
+        }
+        Ok((out, self.charge(space, t)))
+    }
+
+    /// The entries of one segment of a level (from DRAM if pinned, else read at `at`).
+    pub(super) fn segment_entries(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        level: usize,
+        segment: usize,
+        purpose: Purpose,
+    ) -> Result<(Vec<Entry>, SimTime)> {
+        Self::segment_entries_of(space, &self.levels[level], at, segment, purpose)
+    }
+
+    pub(super) fn segment_entries_of(
+        space: &mut Space,
+        level: &Level,
+        at: SimTime,
+        segment: usize,
+        purpose: Purpose,
+    ) -> Result<(Vec<Entry>, SimTime)> {
+        let Some(segment) = level.segments.get(segment) else {
+            return Ok((Vec::new(), at));
+        };
+        if let Some(entries) = &segment.entries {
+            return Ok((entries.as_ref().clone(), at));
+        }
+        let Some(page) = segment.page else {
+            return Err(EngineError::Config(
+                "an unpinned segment has no flash address".into(),
+            ));
+        };
+        let (bytes, done) = space.read_page(at, page, purpose)?;
+        Ok((SegmentPage::parse(&bytes, page.0)?.entries()?, done))
+    }
+}

@@ -1,0 +1,217 @@
+//! Writes: puts and deletes into L0, batches staged into L0 and settled, and the data records an L0
+//! flush appends.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use kvssd_flash::{Purpose, SimTime};
+use kvssd_space::Space;
+
+use super::segment::{Entry, ENTRY_OVERHEAD_BYTES, HEADER_BYTES, TOMBSTONE};
+use super::{Admission, L0Value, LsmTree, Result, L0_ENTRY_OVERHEAD_BYTES};
+use crate::EngineError;
+
+impl LsmTree {
+    /// Stores `value` under `key`, replacing any older version.
+    ///
+    /// Refused with [`EngineError::CapacityExceeded`] (and nothing changed) when user data would
+    /// exceed the raw capacity less over-provisioning, when flushing L0 would need blocks that GC
+    /// cannot free without touching the delete and GC reserves, or when the index's DRAM is full.
+    pub fn put(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<SimTime> {
+        self.check_key(key)?;
+        if value.len() > self.value_bytes_max {
+            return Err(EngineError::ValueTooLarge {
+                len: value.len(),
+                max: self.value_bytes_max,
+            });
+        }
+        self.admit_put(space, key, value.len(), 0)?;
+        self.snapshot_cache = None;
+        self.insert(space, at, key, Some(value), Admission::Put)
+    }
+
+    /// Checks that a put of `key` with a value of `value_len` bytes would be admitted, with
+    /// `staged_bytes` more already promised to earlier stores of the same batch. Changes nothing.
+    pub fn admit_put(
+        &self,
+        space: &Space,
+        key: &[u8],
+        value_len: usize,
+        staged_bytes: u64,
+    ) -> Result<()> {
+        self.check_key(key)?;
+        if value_len > self.value_bytes_max {
+            return Err(EngineError::ValueTooLarge {
+                len: value_len,
+                max: self.value_bytes_max,
+            });
+        }
+        let footprint = space.record_footprint(key.len(), value_len);
+        // User data, plus the room a merge of the whole tree needs while old and new meta segments
+        // coexist, must fit the capacity less over-provisioning.
+        let transient = self.cascade_reserve_blocks(space) * space.block_bytes();
+        if space.valid_bytes() + self.l0_bytes + staged_bytes + footprint + transient
+            > space.user_capacity_bytes()
+        {
+            return Err(EngineError::CapacityExceeded(
+                "user data would exceed the capacity less over-provisioning",
+            ));
+        }
+        // The index's DRAM: the level lists must leave room for L0 and one flush's new entries.
+        // A flush adds at most one level-list entry per page of L0's entries, plus one per level
+        // for the ragged ends of the merged runs.
+        debug_assert_eq!(
+            self.l0_key_bytes,
+            self.l0.keys().map(|key| key.len() as u64).sum::<u64>()
+        );
+        let l0_keys = self.l0_key_bytes + key.len() as u64;
+        let l0_meta = l0_keys + (self.l0.len() as u64 + 1) * ENTRY_OVERHEAD_BYTES as u64;
+        let usable =
+            (self.page_bytes - HEADER_BYTES - ENTRY_OVERHEAD_BYTES - crate::KEY_BYTES_MAX) as u64;
+        let new_segments = l0_meta.div_ceil(usable.max(1)) + self.levels.len() as u64 + 1;
+        let growth = new_segments * (8 + 4 + 4 + self.key_len_max_seen as u64);
+        if self.dram_fixed_parts() + self.l0_reservation + growth > self.dram_budget
+            && self.pinned_levels() == 0
+        {
+            return Err(EngineError::CapacityExceeded(
+                "the level lists fill the DRAM budget",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Makes room in L0 for a batch that will stage `bytes` of pairs (key, value and per-entry
+    /// overhead) with [`LsmTree::stage`]: flushes L0 first if they would not fit. Changes no
+    /// key's value; may fail with [`EngineError::CapacityExceeded`].
+    pub fn prepare_stage(&mut self, space: &mut Space, at: SimTime, bytes: u64) -> Result<SimTime> {
+        if self.l0_bytes + bytes > self.config.l0_bytes && !self.l0.is_empty() {
+            self.snapshot_cache = None;
+            return self.flush(space, at, Admission::Reserve);
+        }
+        Ok(at)
+    }
+
+    /// DRAM an L0 pair takes: what [`LsmTree::prepare_stage`] counts per pair.
+    pub fn staged_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
+        Self::l0_pair_bytes(key, value)
+    }
+
+    /// Puts a pair (`Some` value) or a tombstone (`None`) into L0 without flushing: cannot fail,
+    /// which is what makes a batch all-or-nothing once validated. Keys must have been checked
+    /// (by [`LsmTree::admit_put`] for stores). [`LsmTree::settle`] flushes afterwards.
+    pub fn stage(&mut self, key: &[u8], value: Option<&[u8]>) {
+        debug_assert!(!key.is_empty() && key.len() <= crate::KEY_BYTES_MAX);
+        self.snapshot_cache = None;
+        let added = Self::l0_pair_bytes(key, value);
+        self.count_l0_search(key);
+        self.cpu_pending.bytes_copied += added;
+        self.key_len_max_seen = self.key_len_max_seen.max(key.len());
+        self.l0_insert(key.to_vec(), value.map(<[u8]>::to_vec), false);
+    }
+
+    /// After staging: flushes L0 if it is over its size and runs background GC. A flush that
+    /// cannot get its space leaves L0 over its size (the next write retries), so staged pairs stay
+    /// applied.
+    pub fn settle(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        self.snapshot_cache = None;
+        let mut t = at;
+        if self.l0_bytes > self.config.l0_bytes {
+            t = match self.flush(space, t, Admission::Reserve) {
+                Ok(t) => t,
+                Err(EngineError::CapacityExceeded(_)) => t,
+                Err(error) => return Err(error),
+            };
+        }
+        t = self.background_gc(space, t)?;
+        Ok(self.charge(space, t))
+    }
+
+    /// Deletes `key` (stores a tombstone). Deletes may use the delete reserve, so they proceed on a
+    /// device that refuses puts.
+    pub fn delete(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<SimTime> {
+        self.check_key(key)?;
+        self.snapshot_cache = None;
+        self.insert(space, at, key, None, Admission::Reserve)
+    }
+
+    pub(super) fn l0_pair_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
+        key.len() as u64 + value.map_or(0, |value| value.len() as u64) + L0_ENTRY_OVERHEAD_BYTES
+    }
+
+    pub(super) fn insert(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+        value: Option<&[u8]>,
+        admission: Admission,
+    ) -> Result<SimTime> {
+        let mut t = at;
+        let added = Self::l0_pair_bytes(key, value);
+        if self.l0_bytes + added > self.config.l0_bytes && !self.l0.is_empty() {
+            t = self.flush(space, t, admission)?;
+        }
+        self.count_l0_search(key);
+        self.cpu_pending.bytes_copied += added;
+        self.key_len_max_seen = self.key_len_max_seen.max(key.len());
+        self.l0_insert(key.to_vec(), value.map(<[u8]>::to_vec), false);
+        t = self.background_gc(space, t)?;
+        Ok(self.charge(space, t))
+    }
+
+    pub(super) fn l0_insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>, from_gc: bool) {
+        let added = Self::l0_pair_bytes(&key, value.as_deref());
+        let key_bytes = key.len() as u64;
+        match Arc::make_mut(&mut self.l0).insert(key.clone(), L0Value { value, from_gc }) {
+            Some(old) => self.l0_bytes -= Self::l0_pair_bytes(&key, old.value.as_deref()),
+            None => self.l0_key_bytes += key_bytes,
+        }
+        self.l0_bytes += added;
+    }
+
+    /// Writes data records for pairs; returns their entries and when the programs complete.
+    pub(super) fn write_values(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        pairs: &BTreeMap<Vec<u8>, L0Value>,
+    ) -> Result<(Vec<Entry>, SimTime)> {
+        let mut done = at;
+        let mut entries = Vec::with_capacity(pairs.len());
+        for (key, value) in pairs {
+            let entry = match &value.value {
+                Some(bytes) => {
+                    let purpose = if value.from_gc {
+                        Purpose::Gc
+                    } else {
+                        Purpose::UserData
+                    };
+                    let (pointer, finished) =
+                        space.append_record(at, purpose, self.config.namespace, key, bytes)?;
+                    self.cpu_pending.bytes_copied += (key.len() + bytes.len()) as u64;
+                    done = done.max(finished);
+                    Entry {
+                        key: key.clone(),
+                        pointer: pointer.raw(),
+                        value_len: bytes.len() as u32,
+                        from_gc: false,
+                    }
+                }
+                None => Entry {
+                    key: key.clone(),
+                    pointer: TOMBSTONE,
+                    value_len: 0,
+                    from_gc: false,
+                },
+            };
+            entries.push(entry);
+        }
+        Ok((entries, done))
+    }
+}
