@@ -139,7 +139,11 @@ impl BenchProfile {
         // buffer comes on top (§5.1), and so does the engine's reservation for it: L0, the largest
         // value, and for GC re-insertion a block's worth of relocated values.
         let indexing = (geometry.capacity_bytes() as f64 * self.dram_fraction) as u64;
-        let reinsertion = if config.features.gc == kvssd_engine::GcPolicy::Reinsert {
+        // `pink-gcrewrite` is `pink` with another GC policy and gets `pink`'s DRAM, so the two
+        // differ in the policy alone.
+        let reinsertion = if config.features.gc == kvssd_engine::GcPolicy::Reinsert
+            || preset == Preset::PinkGcRewrite
+        {
             geometry.block_bytes()
         } else {
             0
@@ -390,10 +394,6 @@ impl SimTarget for HashTarget {
     }
 }
 
-/// `pink` with GC that rewrites moved records' meta segments instead of re-inserting them into L0:
-/// PinK without its GC optimisation (PinK §4.5, "PinK" against "PinK+GCOPT" in Fig. 12).
-pub const PINK_GC_REWRITE: &str = "pink-gcrewrite";
-
 /// Builds the target of a preset name on a fresh device of `profile`.
 pub fn open_target(profile: &BenchProfile, preset: &str) -> Result<Box<dyn SimTarget>, String> {
     if let Ok(hash) = preset.parse::<HashPreset>() {
@@ -401,19 +401,10 @@ pub fn open_target(profile: &BenchProfile, preset: &str) -> Result<Box<dyn SimTa
             .map(|target| Box::new(target) as Box<dyn SimTarget>)
             .map_err(|error| format!("cannot open a {preset} device: {error}"));
     }
-    let (parsed, rewrite) = if preset == PINK_GC_REWRITE {
-        (Preset::Pink, true)
-    } else {
-        let parsed: Preset = preset
-            .parse()
-            .map_err(|error: EngineError| error.to_string())?;
-        (parsed, false)
-    };
-    let mut config = profile.engine_config(parsed);
-    if rewrite {
-        config.features.gc = kvssd_engine::GcPolicy::Rewrite;
-    }
-    LsmTarget::open_with(profile, config)
+    let parsed: Preset = preset
+        .parse()
+        .map_err(|error: EngineError| error.to_string())?;
+    LsmTarget::open_with(profile, profile.engine_config(parsed))
         .map(|target| Box::new(target) as Box<dyn SimTarget>)
         .map_err(|error| format!("cannot open a {preset} device: {error}"))
 }
@@ -421,7 +412,6 @@ pub fn open_target(profile: &BenchProfile, preset: &str) -> Result<Box<dyn SimTa
 /// Presets the benchmarks accept.
 pub fn preset_names() -> Vec<&'static str> {
     let mut names: Vec<&'static str> = Preset::ALL.iter().map(|preset| preset.name()).collect();
-    names.push(PINK_GC_REWRITE);
     names.extend(HashPreset::ALL.iter().map(|preset| preset.name()));
     names
 }

@@ -20,8 +20,8 @@ pub struct CrashTestArgs {
     /// else a seeded sample of this many.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     points: u64,
-    /// Engine preset of the workload's namespaces (pink, pink-noopt, pink-range, lightstore, hash,
-    /// kaml).
+    /// Engine preset of the workload's namespaces (pink, pink-noopt, pink-range, lightstore,
+    /// pink-gcrewrite, hash, kaml).
     #[arg(long, default_value = "pink", value_parser = parse_preset)]
     preset: PresetKind,
     /// Durability protocol: wal (write-ahead log, sync per command; also wal/every-command),

@@ -28,7 +28,6 @@ use kvssd_engine::lsm::inspect::{decode_meta_page, IndexEntry};
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{PageIndex, RecordPointer, Space};
 
-use crate::device::NamespaceEngine;
 use crate::durability::recovery;
 use crate::{Device, NamespaceId, Result};
 
@@ -114,29 +113,23 @@ impl Device {
         }
         for (&id, namespace) in &core.namespaces {
             report.namespaces += 1;
-            #[allow(
-                unreachable_patterns,
-                reason = "engines without a level index are skipped"
-            )]
-            match &namespace.engine {
-                NamespaceEngine::Lsm(tree) => {
-                    let l0 = tree.inspect_l0();
-                    let levels = tree.inspect_levels();
-                    let mut checker = TreeChecker {
-                        space: &mut core.space,
-                        namespace: NamespaceId(id),
-                        report: &mut report,
-                        newer: l0.into_iter().map(|(key, _)| key).collect(),
-                        t,
-                    };
-                    for (level, segments) in levels.iter().enumerate() {
-                        checker.report.levels += 1;
-                        checker.level(level + 1, segments);
-                    }
-                    t = checker.t;
-                }
-                _ => report.namespaces_skipped += 1,
+            let Some(view) = namespace.engine.levels_view() else {
+                // Engines without sorted levels have nothing here to check.
+                report.namespaces_skipped += 1;
+                continue;
+            };
+            let mut checker = TreeChecker {
+                space: &mut core.space,
+                namespace: NamespaceId(id),
+                report: &mut report,
+                newer: view.l0.into_iter().map(|(key, _)| key).collect(),
+                t,
+            };
+            for (level, segments) in view.levels.iter().enumerate() {
+                checker.report.levels += 1;
+                checker.level(level + 1, segments);
             }
+            t = checker.t;
         }
         Ok((report, t))
     }

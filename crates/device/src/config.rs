@@ -44,8 +44,8 @@ pub enum Durability {
     /// on file media.
     WriteAheadLog(crate::durability::SyncPolicy),
     /// Power-loss protection (the papers' capacitor; simulated flash only): no log; DRAM state is
-    /// safe until [`Device::power_cut`], which writes it to a dump (within
-    /// [`Device::plp_dump_bound`] page programs) before the flash loses power; recovery loads the
+    /// safe until [`crate::Device::power_cut`], which writes it to a dump (within
+    /// [`crate::Device::plp_dump_bound`] page programs) before the flash loses power; recovery loads the
     /// dump.
     PowerLossProtection,
 }

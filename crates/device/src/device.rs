@@ -9,11 +9,10 @@ mod namespaces;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
-use kvssd_engine::{LsmTree, SnapshotIter};
+use kvssd_engine::{Engine, SnapshotIter};
 use kvssd_flash::{Flash, SimTime};
 use kvssd_space::Space;
 
-pub(crate) use crate::engines::NamespaceEngine;
 use crate::{
     BatchOp, ByteRange, DeviceError, DeviceStats, IterOptions, IteratorId, IteratorInfo,
     NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, PresetKind, Retrieved, StoreMode,
@@ -25,26 +24,10 @@ pub use crate::config::{DeviceConfig, Durability};
 /// The result type of the device.
 pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
 
+/// A namespace: its attributes and its index, whatever engine the preset opened.
 pub(crate) struct Namespace {
     pub(crate) spec: NamespaceSpec,
-    pub(crate) engine: NamespaceEngine,
-}
-
-impl Namespace {
-    /// The LSM tree of an LSM namespace (iterators and snapshots need one).
-    pub(crate) fn lsm(&mut self) -> Option<&mut LsmTree> {
-        match &mut self.engine {
-            NamespaceEngine::Lsm(tree) => Some(tree),
-            NamespaceEngine::Hash(_) => None,
-        }
-    }
-
-    pub(crate) fn lsm_ref(&self) -> Option<&LsmTree> {
-        match &self.engine {
-            NamespaceEngine::Lsm(tree) => Some(tree),
-            NamespaceEngine::Hash(_) => None,
-        }
-    }
+    pub(crate) engine: Box<dyn Engine>,
 }
 
 struct OpenIterator {

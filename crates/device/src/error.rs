@@ -139,9 +139,6 @@ pub enum DeviceError {
     /// The space layer failed.
     #[error(transparent)]
     Space(#[from] SpaceError),
-    /// A hash index failed (a malformed bucket page).
-    #[error(transparent)]
-    Hash(kvssd_engine::hash::HashError),
     /// The operation is not available in this device's durability mode or on its media.
     #[error("unsupported: {0}")]
     Unsupported(String),

@@ -58,8 +58,8 @@ mod config;
 pub mod crash;
 mod device;
 pub mod durability;
-mod engines;
 mod error;
+mod presets;
 mod types;
 
 pub use device::{supports_iterators, Device, DeviceConfig, Durability, Result};

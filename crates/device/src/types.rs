@@ -6,6 +6,8 @@ use std::str::FromStr;
 use kvssd_engine::hash::HashPreset;
 use kvssd_engine::{DramUsage, EngineError, IterStats, Preset};
 
+use crate::presets::{Factory, PRESETS, PRESET_COUNT};
+
 /// A namespace's id. Ids are never reused, so a deleted namespace's keys cannot reappear under
 /// a new one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -27,57 +29,72 @@ impl fmt::Display for IteratorId {
     }
 }
 
-/// The engine preset of a namespace: one of the four LSM presets or one of the two hash presets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PresetKind {
-    /// An LSM-tree preset (`pink`, `pink-noopt`, `pink-range`, `lightstore`): key order, iterators.
-    Lsm(Preset),
-    /// A hash preset (`hash`, `kaml`): point commands only; iterators are refused.
-    Hash(HashPreset),
-}
+/// The engine preset of a namespace: one entry of the device's preset table (the LSM presets
+/// `pink`, `pink-noopt`, `pink-range`, `lightstore`, `pink-gcrewrite`; the hash presets `hash`,
+/// `kaml`). Made from an LSM [`Preset`], a [`HashPreset`] or a name.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PresetKind(u8);
 
 impl PresetKind {
     /// Every preset a namespace may have, in the order of their on-flash codes.
-    pub const ALL: [PresetKind; 6] = [
-        PresetKind::Lsm(Preset::Pink),
-        PresetKind::Lsm(Preset::PinkNoopt),
-        PresetKind::Lsm(Preset::PinkRange),
-        PresetKind::Lsm(Preset::Lightstore),
-        PresetKind::Hash(HashPreset::Hash),
-        PresetKind::Hash(HashPreset::Kaml),
-    ];
+    pub const ALL: [PresetKind; PRESET_COUNT] = {
+        let mut all = [PresetKind(0); PRESET_COUNT];
+        let mut index = 0;
+        while index < PRESET_COUNT {
+            all[index] = PresetKind(index as u8);
+            index += 1;
+        }
+        all
+    };
+
+    fn factory(self) -> &'static dyn Factory {
+        PRESETS[usize::from(self.0)]
+    }
 
     /// The name users type.
     pub fn name(self) -> &'static str {
-        match self {
-            PresetKind::Lsm(preset) => preset.name(),
-            PresetKind::Hash(preset) => preset.name(),
-        }
+        self.factory().name()
     }
 
-    /// Whether namespaces of this preset serve iterators (the LSM presets do).
+    /// Whether namespaces of this preset serve iterators (engines that keep their keys in order).
     pub fn supports_iterators(self) -> bool {
-        matches!(self, PresetKind::Lsm(_))
+        self.factory().capabilities().ordered
     }
 
     /// The code stored on flash (its position in [`PresetKind::ALL`]).
     pub(crate) fn code(self) -> u8 {
+        self.0
+    }
+
+    /// The table entry that opens its engines.
+    pub(crate) fn engine_factory(self) -> &'static dyn Factory {
+        self.factory()
+    }
+
+    /// The preset of this name, if the table has one.
+    fn named(name: &str) -> Option<PresetKind> {
         PresetKind::ALL
-            .iter()
-            .position(|&preset| preset == self)
-            .unwrap_or(0) as u8
+            .into_iter()
+            .find(|preset| preset.name() == name)
     }
 }
 
 impl From<Preset> for PresetKind {
     fn from(preset: Preset) -> PresetKind {
-        PresetKind::Lsm(preset)
+        // Every engine preset has an entry (checked by the preset table's tests).
+        PresetKind::named(preset.name()).unwrap_or(PresetKind(0))
     }
 }
 
 impl From<HashPreset> for PresetKind {
     fn from(preset: HashPreset) -> PresetKind {
-        PresetKind::Hash(preset)
+        PresetKind::named(preset.name()).unwrap_or(PresetKind(0))
+    }
+}
+
+impl fmt::Debug for PresetKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PresetKind({})", self.name())
     }
 }
 
@@ -91,10 +108,7 @@ impl FromStr for PresetKind {
     type Err = EngineError;
 
     fn from_str(name: &str) -> Result<PresetKind, EngineError> {
-        PresetKind::ALL
-            .into_iter()
-            .find(|preset| preset.name() == name)
-            .ok_or_else(|| EngineError::UnknownPreset(name.to_string()))
+        PresetKind::named(name).ok_or_else(|| EngineError::UnknownPreset(name.to_string()))
     }
 }
 
@@ -149,6 +163,15 @@ pub struct NamespaceInfo {
     pub iterators_open: usize,
     /// DRAM its open iterators' snapshots hold beyond what the live index shares with them.
     pub snapshot_dram_bytes: u64,
+    /// Controller computation its index charged so far, in simulated nanoseconds.
+    pub controller_cpu_ns: u64,
+    /// The index's DRAM by its engine's own parts (`l0`, `level_lists`, ... for the LSM presets;
+    /// `write_buffer`, `bucket_directory`, `bucket_cache`, `table` for the hash presets).
+    pub dram_parts: Vec<(&'static str, u64)>,
+    /// The engine's own counters (GC records moved, cache hits, ...), by name.
+    pub counters: Vec<(&'static str, u64)>,
+    /// One line describing the index's shape.
+    pub shape: String,
 }
 
 /// How a store treats a key's presence.

@@ -3,7 +3,9 @@
 //! open across many writes, against a model (one ordered map per namespace) on `test_min`.
 //!
 //! Several namespaces of different presets share the tiny flash, so flushes, compactions and GC
-//! (of every namespace, and device-wide) happen constantly. Every iterator's output is checked
+//! (of every namespace, and device-wide) happen constantly; namespaces deleted are recreated with
+//! the presets not used yet, and the run fails unless every preset that serves iterators had one
+//! (the hash presets have their own model test, `device_hash.rs`). Every iterator's output is checked
 //! against a copy of the model taken when the iterator opened; at the end the run must have seen
 //! flushes, compactions and GC victims while iterators were open. A refused store must be refused
 //! for a reason the model allows (capacity) and must change nothing.
@@ -11,11 +13,11 @@
 //! One seed drives the run; a failure prints it and how to replay it:
 //! `KVSSD_SEED=<seed> cargo test -p kvssd-device --test device_model`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kvssd_device::{
     BatchOp, ByteRange, Device, DeviceConfig, DeviceError, IterOptions, IterStart, IteratorId,
-    NamespaceId, NamespaceSpec, StoreMode,
+    NamespaceId, NamespaceSpec, PresetKind, StoreMode,
 };
 use kvssd_engine::Preset;
 use kvssd_flash::{Flash, Profile};
@@ -120,12 +122,12 @@ fn run(seed: u64) -> Result<String, String> {
         .map_err(|e| e.to_string())?
         .min(1200);
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-    let presets = [
-        Preset::Pink,
-        Preset::Lightstore,
-        Preset::PinkRange,
-        Preset::PinkNoopt,
-    ];
+    // Every preset that serves iterators (the hash presets have their own model test).
+    let presets: Vec<PresetKind> = PresetKind::ALL
+        .into_iter()
+        .filter(|preset| preset.supports_iterators())
+        .collect();
+    let mut used: BTreeSet<&str> = BTreeSet::new();
     let mut model: BTreeMap<u32, Map> = BTreeMap::new();
     let specs = [
         NamespaceSpec {
@@ -139,6 +141,7 @@ fn run(seed: u64) -> Result<String, String> {
         NamespaceSpec::new(Preset::PinkRange),
     ];
     for spec in specs {
+        used.insert(spec.preset.name());
         let id = device.create_namespace(spec).map_err(|e| e.to_string())?;
         model.insert(id.0, Map::new());
     }
@@ -404,7 +407,14 @@ fn run(seed: u64) -> Result<String, String> {
                 }
             }
             iterators = kept;
-            let preset = presets[(rng.next_u64() % presets.len() as u64) as usize];
+            // Presets not used yet first, so every one gets a namespace; then any.
+            let drawn = presets[(rng.next_u64() % presets.len() as u64) as usize];
+            let preset = presets
+                .iter()
+                .copied()
+                .find(|preset| !used.contains(preset.name()))
+                .unwrap_or(drawn);
+            used.insert(preset.name());
             let id = device
                 .create_namespace(NamespaceSpec::new(preset))
                 .map_err(|e| context(&format!("create_namespace: {e}")))?;
@@ -436,6 +446,12 @@ fn run(seed: u64) -> Result<String, String> {
         }
     }
     let stats = device.stats().map_err(|e| e.to_string())?;
+    if used.len() < presets.len() {
+        return Err(format!(
+            "only presets {used:?} had a namespace: each of {} should",
+            presets.len()
+        ));
+    }
     if refused * 4 > stores {
         return Err(format!(
             "{refused} of {stores} stores refused: the device filled up"

@@ -25,6 +25,9 @@ pub enum Preset {
     /// LightStore: nothing pinned, per-segment Bloom filters sized by Monkey, plain binary search of
     /// level lists, GC rewrite of values and their meta segments.
     Lightstore,
+    /// PinK without its GC optimisation (PinK §4.5, "PinK" against "PinK+GCOPT" in Fig. 12): GC
+    /// rewrites moved records' meta segments instead of re-inserting the records into L0.
+    PinkGcRewrite,
 }
 
 /// How data-block GC relocates live values.
@@ -53,11 +56,12 @@ pub struct Features {
 
 impl Preset {
     /// Every preset.
-    pub const ALL: [Preset; 4] = [
+    pub const ALL: [Preset; 5] = [
         Preset::Pink,
         Preset::PinkNoopt,
         Preset::PinkRange,
         Preset::Lightstore,
+        Preset::PinkGcRewrite,
     ];
 
     /// The name users type.
@@ -67,6 +71,7 @@ impl Preset {
             Preset::PinkNoopt => "pink-noopt",
             Preset::PinkRange => "pink-range",
             Preset::Lightstore => "lightstore",
+            Preset::PinkGcRewrite => "pink-gcrewrite",
         }
     }
 
@@ -96,6 +101,10 @@ impl Preset {
                 range_pointers: false,
                 bloom_filters: true,
                 gc: GcPolicy::Rewrite,
+            },
+            Preset::PinkGcRewrite => Features {
+                gc: GcPolicy::Rewrite,
+                ..pink
             },
         }
     }

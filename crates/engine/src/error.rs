@@ -38,7 +38,7 @@ pub enum EngineError {
     #[error("invalid engine configuration: {0}")]
     Config(String),
     /// An unknown preset name.
-    #[error("unknown preset {0:?}: expected one of pink, pink-noopt, pink-range, lightstore")]
+    #[error("unknown preset {0:?}: expected one of pink, pink-noopt, pink-range, lightstore, pink-gcrewrite")]
     UnknownPreset(String),
     /// Bytes read from flash that do not decode as a meta segment.
     #[error("meta segment at page {page} is malformed: {what}")]
@@ -51,6 +51,19 @@ pub enum EngineError {
     /// A saved index state (checkpoint part) does not decode: damaged, or from another format.
     #[error("index checkpoint is malformed: {0}")]
     CheckpointMalformed(&'static str),
+    /// The engine does not serve the operation (a snapshot of an index that keeps no key order).
+    #[error("{operation} is not supported by the {engine} engine: {why}")]
+    Unsupported {
+        /// The operation refused.
+        operation: &'static str,
+        /// The preset that refused it.
+        engine: &'static str,
+        /// Why it cannot.
+        why: &'static str,
+    },
+    /// What only a hash index can say (a malformed bucket page).
+    #[error(transparent)]
+    Hash(Box<crate::hash::HashError>),
     /// A flash operation failed.
     #[error(transparent)]
     Flash(#[from] FlashError),
@@ -73,5 +86,25 @@ impl From<kvssd_flash::codec::DecodeError> for EngineError {
     /// The engines decode bytes only when they restore a saved index state.
     fn from(error: kvssd_flash::codec::DecodeError) -> Self {
         EngineError::CheckpointMalformed(error.0)
+    }
+}
+
+impl From<crate::hash::HashError> for EngineError {
+    /// The hash engine's errors under the engine contract: the engine layer's own as they are, a
+    /// full probe window as the capacity refusal it is, the rest boxed.
+    fn from(error: crate::hash::HashError) -> Self {
+        use crate::hash::HashError;
+        match error {
+            HashError::Engine(error) => error,
+            HashError::TableFull { .. } => {
+                EngineError::CapacityExceeded("every slot of the key's probe window holds a key")
+            }
+            HashError::Unsupported { operation, preset } => EngineError::Unsupported {
+                operation,
+                engine: preset,
+                why: "a hash index keeps no key order",
+            },
+            other => EngineError::Hash(Box::new(other)),
+        }
     }
 }

@@ -1,10 +1,13 @@
 //! The engine layer of kvssd: the indexes that map keys to value records on flash.
 //!
+//! * [`contract`]: the [`Engine`] trait, what the device asks of a namespace's index whatever its
+//!   kind, with what each operation promises and what an error leaves unchanged.
 //! * [`lsm`]: the LSM-tree of PinK (ATC'20 §4) and its LightStore baseline, one engine configured by a
 //!   [`Preset`]: level pinning, 4-byte prefixes and range pointers (fractional cascading) for `pink`;
-//!   per-segment Bloom filters sized by Monkey's allocation for `lightstore`.
-//! * A sibling `hash` module (PinK §2.3, KAML §IV-C) will share the configuration, errors, CPU cost
-//!   model and the space layer below.
+//!   per-segment Bloom filters sized by Monkey's allocation for `lightstore`; GC that rewrites meta
+//!   segments for `lightstore` and `pink-gcrewrite`.
+//! * [`hash`]: PinK's hash baseline (§2.3) and KAML's in-DRAM index (§IV-C), two presets of one
+//!   engine sharing the configuration, errors, CPU cost model and the space layer below.
 //!
 //! Every operation takes the simulated time at which it is issued and returns the time at which it
 //! completes; flash I/O and controller computation ([`CpuCosts`]) both occupy simulated time.
@@ -22,6 +25,7 @@
 //! ```
 
 mod config;
+pub mod contract;
 mod cpu;
 mod error;
 pub mod hash;
@@ -29,6 +33,7 @@ pub mod lsm;
 mod stats;
 
 pub use config::{EngineConfig, Features, GcPolicy, Preset, KEY_BYTES_MAX, VALUE_BYTES_MAX};
+pub use contract::{Capabilities, Engine, EngineReport, LevelsView};
 pub use cpu::{CpuCosts, CpuCounts};
 pub use error::EngineError;
 pub use lsm::{

@@ -115,7 +115,7 @@ impl Core {
             };
             engine
                 .admit_put(&self.space, key, value.len(), staged_device)
-                .map_err(|e| refuse(index, e))?;
+                .map_err(|e| refuse(index, e.into()))?;
             staged_device += footprint;
         }
         // The record is durable (as the sync policy says) before anything is applied; from here

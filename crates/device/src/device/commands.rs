@@ -3,10 +3,11 @@
 
 use std::collections::BTreeSet;
 
+use kvssd_engine::{Engine, EngineError};
 use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
-use super::{check_key, Core, Namespace, NamespaceEngine};
+use super::{check_key, Core, Namespace};
 use crate::{BatchOp, ByteRange, DeviceError, NamespaceId, Result, Retrieved, StoreMode};
 
 impl Core {
@@ -100,20 +101,20 @@ impl Core {
             Ok(t) => t,
             // The namespace could not free enough of its own blocks: collect other namespaces'
             // garbage, then try once more (a refused put changed nothing).
-            Err(DeviceError::CapacityExceeded(_)) => {
+            Err(EngineError::CapacityExceeded(_)) => {
                 let t = self.device_gc(t, true)?;
                 let (space, engine) = self.split(id)?;
                 engine.put(space, t, key, value)?
             }
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.into()),
         };
         self.device_gc(t, false)
     }
 
     /// The space and a namespace's index, borrowed together.
-    pub(crate) fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut NamespaceEngine)> {
+    pub(crate) fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut dyn Engine)> {
         let engine = match self.namespaces.get_mut(&id.0) {
-            Some(namespace) => &mut namespace.engine,
+            Some(namespace) => namespace.engine.as_mut(),
             None => return Err(DeviceError::NamespaceUnknown(id)),
         };
         Ok((&mut self.space, engine))
@@ -211,12 +212,12 @@ impl Core {
         let t = match engine.delete(space, at, key) {
             Ok(t) => t,
             // As for stores: collect other namespaces' garbage and try once more.
-            Err(DeviceError::CapacityExceeded(_)) => {
+            Err(EngineError::CapacityExceeded(_)) => {
                 let t = self.device_gc(at, true)?;
                 let (space, engine) = self.split(id)?;
                 engine.delete(space, t, key)?
             }
-            Err(error) => return Err(error),
+            Err(error) => return Err(error.into()),
         };
         self.device_gc(t, false)
     }

@@ -38,10 +38,7 @@ impl Core {
                 max: self.config.iterators_open_max,
             });
         }
-        let snapshot = match self.namespace(id)?.lsm() {
-            Some(tree) => tree.snapshot(),
-            None => return Err(DeviceError::NamespaceUnknown(id)),
-        };
+        let snapshot = self.namespace(id)?.engine.snapshot()?;
         let token = self.space.protect(id.0);
         let mut iter = SnapshotIter::new(
             snapshot,
@@ -132,9 +129,7 @@ impl Core {
         };
         Ok(IteratorInfo {
             namespace: NamespaceId(open.namespace),
-            snapshot_dram_bytes: namespace
-                .lsm_ref()
-                .map_or(0, |tree| tree.snapshot_dram_bytes(open.iter.snapshot())),
+            snapshot_dram_bytes: namespace.engine.snapshot_dram_bytes(open.iter.snapshot()),
             stats: open.iter.stats(),
         })
     }

@@ -1,10 +1,9 @@
 //! Namespace commands: create (opening or restoring the preset's index), delete, list.
 
-use kvssd_engine::hash::{HashIndex, HashPreset};
-use kvssd_engine::{EngineError, LsmTree};
+use kvssd_engine::{Engine, EngineError};
 use kvssd_flash::SimTime;
 
-use super::{Core, Namespace, NamespaceEngine, OpenIterator};
+use super::{Core, Namespace, OpenIterator};
 use crate::{DeviceError, NamespaceId, NamespaceInfo, NamespaceSpec, PresetKind, Result};
 
 impl Core {
@@ -46,53 +45,20 @@ impl Core {
         id: u32,
         preset: PresetKind,
         saved: Option<&[u8]>,
-    ) -> Result<NamespaceEngine> {
-        let config_error = |what: String| DeviceError::NamespaceSpec(what);
-        match preset {
-            PresetKind::Lsm(preset) => {
-                let mut config = self.config.engine.clone();
-                config.preset = preset;
-                config.features = preset.features();
-                config.namespace = id;
-                config.space = self.space.config().clone();
-                let tree = match saved {
-                    None => LsmTree::open(&self.space, config),
-                    Some(bytes) => LsmTree::restore(&self.space, config, bytes),
-                };
-                tree.map(NamespaceEngine::Lsm).map_err(|error| match error {
-                    EngineError::Config(what) => config_error(what),
-                    EngineError::DramBudgetTooSmall { .. } => config_error(error.to_string()),
-                    other if saved.is_some() => {
-                        DeviceError::CheckpointCorrupt(format!("namespace {id}: {other}"))
-                    }
-                    other => DeviceError::from(other),
-                })
-            }
-            PresetKind::Hash(preset) => {
-                let mut config = match preset {
-                    HashPreset::Hash => self.config.hash.clone(),
-                    HashPreset::Kaml => self.config.kaml.clone(),
-                };
-                config.preset = preset;
-                config.namespace = id;
-                config.space = self.space.config().clone();
-                let index = match saved {
-                    None => HashIndex::open(&self.space, config),
-                    Some(bytes) => HashIndex::restore(&self.space, config, bytes),
-                };
-                index
-                    .map(NamespaceEngine::Hash)
-                    .map_err(|error| match error {
-                        kvssd_engine::hash::HashError::Engine(
-                            EngineError::Config(_) | EngineError::DramBudgetTooSmall { .. },
-                        ) => config_error(error.to_string()),
-                        other if saved.is_some() => {
-                            DeviceError::CheckpointCorrupt(format!("namespace {id}: {other}"))
-                        }
-                        other => DeviceError::from(other),
-                    })
-            }
-        }
+    ) -> Result<Box<dyn Engine>> {
+        preset
+            .engine_factory()
+            .open(&self.space, &self.config, id, saved)
+            .map_err(|error| match error {
+                EngineError::Config(what) => DeviceError::NamespaceSpec(what),
+                EngineError::DramBudgetTooSmall { .. } => {
+                    DeviceError::NamespaceSpec(error.to_string())
+                }
+                other if saved.is_some() => {
+                    DeviceError::CheckpointCorrupt(format!("namespace {id}: {other}"))
+                }
+                other => DeviceError::from(other),
+            })
     }
 
     pub(super) fn delete_namespace(&mut self, at: SimTime, id: NamespaceId) -> Result<SimTime> {
@@ -122,7 +88,7 @@ impl Core {
         self.namespaces
             .iter()
             .map(|(&id, namespace)| {
-                let summary = namespace.engine.summary(&self.space);
+                let report = namespace.engine.report(&self.space);
                 let open: Vec<&OpenIterator> = self
                     .iterators
                     .values()
@@ -133,18 +99,21 @@ impl Core {
                     spec: namespace.spec.clone(),
                     valid_bytes: self.space.namespace_valid_bytes(id),
                     blocks: self.space.namespace_blocks(id),
-                    l0_entries: summary.l0_entries,
-                    levels: summary.levels,
-                    flushes: summary.flushes,
-                    compactions: summary.compactions,
-                    gc_victims: summary.gc_victims,
-                    dram: summary.dram,
+                    l0_entries: report.staged_entries,
+                    levels: report.levels,
+                    flushes: report.flushes,
+                    compactions: report.compactions,
+                    gc_victims: report.gc_victims,
+                    dram: report.dram,
                     iterators_open: open.len(),
-                    snapshot_dram_bytes: namespace.lsm_ref().map_or(0, |tree| {
-                        open.iter()
-                            .map(|open| tree.snapshot_dram_bytes(open.iter.snapshot()))
-                            .sum()
-                    }),
+                    snapshot_dram_bytes: open
+                        .iter()
+                        .map(|open| namespace.engine.snapshot_dram_bytes(open.iter.snapshot()))
+                        .sum(),
+                    controller_cpu_ns: report.cpu_ns,
+                    dram_parts: report.dram_parts,
+                    counters: report.counters,
+                    shape: report.shape,
                 }
             })
             .collect()

@@ -77,11 +77,7 @@ pub struct DumpReport {
 
 /// The DRAM budget a namespace of `preset` has under `config` on `geometry`.
 fn dram_budget(config: &DeviceConfig, geometry: &Geometry, preset: PresetKind) -> u64 {
-    let budget = match preset {
-        PresetKind::Lsm(_) => config.engine.dram_budget_bytes,
-        PresetKind::Hash(kvssd_engine::hash::HashPreset::Hash) => config.hash.dram_budget_bytes,
-        PresetKind::Hash(kvssd_engine::hash::HashPreset::Kaml) => config.kaml.dram_budget_bytes,
-    };
+    let budget = preset.engine_factory().dram_budget_bytes(config);
     if budget == 0 {
         geometry.capacity_bytes() / 1000
     } else {

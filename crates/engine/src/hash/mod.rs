@@ -30,6 +30,7 @@
 mod apply;
 mod bucket;
 mod config;
+mod contract;
 mod durable;
 mod engine;
 mod error;

@@ -20,6 +20,7 @@
 
 pub(crate) mod bloom;
 mod compaction;
+mod contract;
 mod durable;
 mod gc;
 pub mod inspect;

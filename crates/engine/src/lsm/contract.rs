@@ -1,0 +1,164 @@
+//! The LSM-tree under the engine contract: every method is the tree's own operation.
+
+use std::sync::Arc;
+
+use kvssd_flash::SimTime;
+use kvssd_space::Space;
+
+use super::{LsmTree, TreeSnapshot};
+use crate::contract::{Capabilities, Engine, EngineReport, LevelsView, Result};
+
+impl Engine for LsmTree {
+    fn preset_name(&self) -> &'static str {
+        self.config.preset.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ordered: true }
+    }
+
+    fn get(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(Option<Vec<u8>>, SimTime)> {
+        LsmTree::get(self, space, at, key)
+    }
+
+    fn contains(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<(bool, SimTime)> {
+        LsmTree::contains(self, space, at, key)
+    }
+
+    fn put(&mut self, space: &mut Space, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime> {
+        LsmTree::put(self, space, at, key, value)
+    }
+
+    fn delete(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<SimTime> {
+        LsmTree::delete(self, space, at, key)
+    }
+
+    fn admit_put(
+        &self,
+        space: &Space,
+        key: &[u8],
+        value_len: usize,
+        staged_bytes: u64,
+    ) -> Result<()> {
+        LsmTree::admit_put(self, space, key, value_len, staged_bytes)
+    }
+
+    fn staged_bytes(&self, key: &[u8], value: Option<&[u8]>) -> u64 {
+        LsmTree::staged_bytes(key, value)
+    }
+
+    fn prepare_stage(&mut self, space: &mut Space, at: SimTime, bytes: u64) -> Result<SimTime> {
+        LsmTree::prepare_stage(self, space, at, bytes)
+    }
+
+    fn stage(&mut self, key: &[u8], value: Option<&[u8]>) {
+        LsmTree::stage(self, key, value);
+    }
+
+    fn settle(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        LsmTree::settle(self, space, at)
+    }
+
+    fn staged_dram_bytes(&self) -> u64 {
+        self.l0_bytes()
+    }
+
+    fn flush(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        self.flush_l0(space, at)
+    }
+
+    fn gc_candidate(&self, space: &Space) -> Option<u64> {
+        LsmTree::gc_candidate(self, space)
+    }
+
+    fn collect_victim(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        block: u64,
+    ) -> Result<Option<SimTime>> {
+        LsmTree::collect_victim(self, space, at, block).map(Some)
+    }
+
+    fn snapshot(&mut self) -> Result<Arc<TreeSnapshot>> {
+        Ok(LsmTree::snapshot(self))
+    }
+
+    fn snapshot_dram_bytes(&self, snapshot: &TreeSnapshot) -> u64 {
+        LsmTree::snapshot_dram_bytes(self, snapshot)
+    }
+
+    fn durable_state(&self) -> Vec<u8> {
+        LsmTree::durable_state(self)
+    }
+
+    fn activity_count(&self) -> u64 {
+        LsmTree::activity_count(self)
+    }
+
+    fn account_valid(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        LsmTree::account_valid(self, space, at)
+    }
+
+    fn report(&self, space: &Space) -> EngineReport {
+        let stats = self.stats(space);
+        let entries: Vec<String> = stats
+            .levels
+            .iter()
+            .map(|level| format!("{}{}", level.entries, if level.pinned { "*" } else { "" }))
+            .collect();
+        let shape = format!(
+            "h = {} (L0 + {} levels), k = {} pinned, entries per level [{}] (* pinned), worst case {} index reads per GET",
+            stats.height,
+            stats.levels.len(),
+            stats.pinned_levels,
+            entries.join(", "),
+            stats.height.saturating_sub(stats.pinned_levels + 1)
+        );
+        EngineReport {
+            staged_entries: stats.l0_entries,
+            levels: stats.levels.len(),
+            flushes: stats.flushes,
+            compactions: stats.compactions,
+            gc_victims: stats.gc_meta_victims + stats.gc_data_victims,
+            cpu_ns: stats.cpu_ns,
+            dram: stats.dram,
+            dram_parts: vec![
+                ("l0", stats.dram.l0),
+                ("level_lists", stats.dram.level_lists),
+                ("pinned_segments", stats.dram.pinned_segments),
+                ("bloom_filters", stats.dram.bloom_filters),
+            ],
+            counters: vec![
+                ("flushes", stats.flushes),
+                ("compactions", stats.compactions),
+                ("gc_meta_victims", stats.gc_meta_victims),
+                ("gc_data_victims", stats.gc_data_victims),
+                ("gc_meta_pages_moved", stats.gc_meta_pages_moved),
+                ("pinned_levels", stats.pinned_levels as u64),
+                ("levels_unpinned", stats.levels_unpinned),
+                ("compactions_deferred", stats.compactions_deferred),
+                ("gc_records_reinserted", stats.gc_records_reinserted),
+                ("gc_records_rewritten", stats.gc_records_rewritten),
+                ("gc_segments_rewritten", stats.gc_segments_rewritten),
+            ],
+            shape,
+        }
+    }
+
+    fn dram_budget_bytes(&self) -> u64 {
+        LsmTree::dram_budget_bytes(self)
+    }
+
+    fn levels_view(&self) -> Option<LevelsView> {
+        Some(LevelsView {
+            l0: self.inspect_l0(),
+            levels: self.inspect_levels(),
+        })
+    }
+}
