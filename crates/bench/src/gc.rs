@@ -10,9 +10,11 @@
 use kvssd_flash::{Purpose, SimTime};
 
 use crate::report::{BenchReport, BenchResult};
+use crate::runner::SimTarget;
 use crate::runner::{self, RunConfig};
+use crate::target::DeviceTarget;
 use crate::workload::{Distribution, WorkloadSpec};
-use crate::ycsb::{open_target, report_presets, BenchProfile};
+use crate::ycsb::{report_presets, BenchProfile};
 
 /// Overwrites per loaded key in PinK's GC experiment (100M SETs / 44M pairs).
 pub const PINK_OVERWRITES_PER_KEY: f64 = 100.0 / 44.0;
@@ -66,7 +68,7 @@ fn run_preset(
     let profile = &config.profile;
     {
         let preset = preset.to_string();
-        let mut target = open_target(profile, &preset)?;
+        let mut target = DeviceTarget::open(profile, &preset)?;
         let load = RunConfig {
             preset: preset.clone(),
             workload: WorkloadSpec::by_name("load").ok_or("the load workload is missing")?,
@@ -79,7 +81,7 @@ fn run_preset(
             waf_sample_every: 0,
         };
         let mut tick = |done: u64| progress(&preset, "load", done, profile.records);
-        let loaded = runner::run(target.as_mut(), &load, 0, &mut tick)
+        let loaded = runner::run(&mut target, &load, 0, &mut tick)
             .map_err(|error| format!("{preset}, load: {error}"))?;
         let before = target.counters();
         let stress = RunConfig {
@@ -92,7 +94,7 @@ fn run_preset(
         };
         let mut tick = |done: u64| progress(&preset, "gc", done, config.overwrites);
         let start: SimTime = loaded.finished_at;
-        let outcome = runner::run(target.as_mut(), &stress, start, &mut tick)
+        let outcome = runner::run(&mut target, &stress, start, &mut tick)
             .map_err(|error| format!("{preset}, overwrites: {error}"))?;
         let phase = target.counters() - before;
         let mut result: BenchResult = outcome.result;

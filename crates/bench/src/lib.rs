@@ -5,7 +5,9 @@
 //! * [`workload`]: YCSB core workloads (Load, A-F) generated deterministically from a seed.
 //! * [`runner`]: closed-loop clients on the virtual clock; [`report`]: the one result schema, the
 //!   table, the JSON and the plots.
-//! * [`ycsb`], [`gc`], [`seek`], [`kaml_micro`]: `kvssd bench ycsb`, `gc`, `seek` and `kaml-micro`.
+//! * [`ycsb`], [`gc`], [`seek`], [`kaml_micro`]: `kvssd bench ycsb`, `gc`, `seek` and `kaml-micro`,
+//!   all driving a [`kvssd_device::Device`] through its commands ([`target`]: the device with one
+//!   namespace as the runner's target).
 //! * [`sim_speed`]: how fast the simulator copies pages compared with a plain random memory copy of
 //!   the same size on this machine.
 //!
@@ -19,6 +21,7 @@ pub mod report;
 pub mod runner;
 pub mod seek;
 pub mod sim_speed;
+pub mod target;
 pub mod workload;
 pub mod ycsb;
 

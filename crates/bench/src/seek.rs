@@ -9,7 +9,7 @@
 
 use std::time::Instant;
 
-use kvssd_device::{Device, DeviceConfig, IterOptions, IterStart, NamespaceSpec, StoreMode};
+use kvssd_device::{Device, Durability, IterOptions, IterStart, NamespaceSpec, StoreMode};
 use kvssd_engine::Preset;
 use kvssd_flash::{Flash, Purpose, SimTime};
 use rand_core::{Rng, SeedableRng};
@@ -69,8 +69,7 @@ fn run_preset(
     let mut profile = config.profile.clone();
     profile.value_bytes = config.value_bytes;
     let flash_profile = &profile.flash;
-    let mut device_config = DeviceConfig::new(flash_profile);
-    device_config.engine = profile.engine_config(preset);
+    let device_config = profile.device_config(preset.into(), Durability::Volatile);
     let flash = Flash::new(flash_profile.geometry, Some(flash_profile.timing.clone()))
         .map_err(|error| error.to_string())?;
     let device = Device::open(flash, device_config).map_err(|error| error.to_string())?;

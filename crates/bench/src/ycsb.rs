@@ -1,19 +1,21 @@
 //! `kvssd bench ycsb`: PinK's YCSB experiments, side by side on identical fresh devices.
 //!
-//! For each preset, a fresh simulated device of the chosen [`BenchProfile`] is loaded with
-//! `records` unique keys in uniformly random order (YCSB Load), then each requested workload runs
-//! `operations` requests from 64 closed-loop clients. Every preset sees the identical request stream
-//! (same seed). The engines run on the virtual clock of the flash model; every figure is simulated
-//! time except the simulator's own speed.
+//! For each preset, a fresh simulated device of the chosen [`BenchProfile`], in power-loss
+//! protection mode, gets one namespace of the preset, which is loaded with `records` unique keys in
+//! uniformly random order (YCSB Load); then each requested workload runs `operations` requests from
+//! 64 closed-loop clients through the device's commands (store, retrieve, scan: see
+//! [`DeviceTarget`]). Every preset sees the identical request stream (same seed). The device runs
+//! on the virtual clock of the flash model; every figure is simulated time except the simulator's
+//! own speed.
 
-use std::collections::BTreeMap;
-
-use kvssd_engine::hash::{HashConfig, HashEngine, HashError, HashPreset};
-use kvssd_engine::{EngineConfig, EngineError, LsmEngine, Preset};
-use kvssd_flash::{Counters, Flash, Profile, SimTime};
+use kvssd_device::PresetKind;
+use kvssd_engine::hash::{HashConfig, HashPreset};
+use kvssd_engine::{EngineConfig, Preset};
+use kvssd_flash::{Profile, SimTime};
 
 use crate::report::{BenchReport, BenchResult};
-use crate::runner::{self, RunConfig, SimTarget, TargetError};
+use crate::runner::{self, RunConfig, SimTarget};
+use crate::target::DeviceTarget;
 use crate::workload::WorkloadSpec;
 
 /// A device and data-set size for the workload benchmarks.
@@ -156,126 +158,6 @@ impl BenchProfile {
     }
 }
 
-/// An LSM engine as a benchmark target.
-pub struct LsmTarget {
-    engine: LsmEngine,
-}
-
-impl LsmTarget {
-    /// A fresh device of `profile` with a `preset` engine on it.
-    pub fn open(profile: &BenchProfile, preset: Preset) -> Result<LsmTarget, EngineError> {
-        LsmTarget::open_with(profile, profile.engine_config(preset))
-    }
-
-    /// A fresh device of `profile` with an engine of configuration `config` on it.
-    pub fn open_with(
-        profile: &BenchProfile,
-        config: EngineConfig,
-    ) -> Result<LsmTarget, EngineError> {
-        let flash = Flash::new(profile.flash.geometry, Some(profile.flash.timing.clone()))?;
-        let engine = LsmEngine::open(flash, config)?;
-        Ok(LsmTarget { engine })
-    }
-
-    /// The engine.
-    pub fn engine(&self) -> &LsmEngine {
-        &self.engine
-    }
-}
-
-fn failed(error: EngineError) -> TargetError {
-    TargetError::Failed(error.to_string())
-}
-
-impl SimTarget for LsmTarget {
-    fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime, TargetError> {
-        self.engine.put(at, key, value).map_err(failed)
-    }
-
-    fn get(&mut self, at: SimTime, key: &[u8]) -> Result<(Option<Vec<u8>>, SimTime), TargetError> {
-        self.engine.get(at, key).map_err(failed)
-    }
-
-    fn scan(
-        &mut self,
-        at: SimTime,
-        start: &[u8],
-        count: usize,
-    ) -> Result<(usize, SimTime), TargetError> {
-        let (pairs, done) = self.engine.scan(at, start, count).map_err(failed)?;
-        Ok((pairs.len(), done))
-    }
-
-    fn counters(&self) -> Counters {
-        self.engine.space().flash().counters()
-    }
-
-    fn describe(&self) -> String {
-        let stats = self.engine.stats();
-        let entries: Vec<String> = stats
-            .levels
-            .iter()
-            .map(|level| format!("{}{}", level.entries, if level.pinned { "*" } else { "" }))
-            .collect();
-        format!(
-            "h = {} (L0 + {} levels), k = {} pinned, entries per level [{}] (* pinned), worst case {} index reads per GET",
-            stats.height,
-            stats.levels.len(),
-            stats.pinned_levels,
-            entries.join(", "),
-            stats.height.saturating_sub(stats.pinned_levels + 1)
-        )
-    }
-
-    fn controller_cpu_ns(&self) -> Option<u64> {
-        Some(self.engine.stats().cpu_ns)
-    }
-
-    fn extra_stats(&self) -> BTreeMap<String, u64> {
-        let stats = self.engine.stats();
-        BTreeMap::from([
-            ("flushes".to_string(), stats.flushes),
-            ("compactions".to_string(), stats.compactions),
-            ("gc_meta_victims".to_string(), stats.gc_meta_victims),
-            ("gc_data_victims".to_string(), stats.gc_data_victims),
-            ("gc_meta_pages_moved".to_string(), stats.gc_meta_pages_moved),
-            ("pinned_levels".to_string(), stats.pinned_levels as u64),
-            ("levels_unpinned".to_string(), stats.levels_unpinned),
-            (
-                "compactions_deferred".to_string(),
-                stats.compactions_deferred,
-            ),
-            (
-                "gc_records_reinserted".to_string(),
-                stats.gc_records_reinserted,
-            ),
-            (
-                "gc_records_rewritten".to_string(),
-                stats.gc_records_rewritten,
-            ),
-            (
-                "gc_segments_rewritten".to_string(),
-                stats.gc_segments_rewritten,
-            ),
-        ])
-    }
-
-    fn dram_bytes(&self) -> BTreeMap<String, u64> {
-        let usage = self.engine.dram_usage();
-        BTreeMap::from([
-            ("l0".to_string(), usage.l0),
-            ("level_lists".to_string(), usage.level_lists),
-            ("pinned_segments".to_string(), usage.pinned_segments),
-            ("bloom_filters".to_string(), usage.bloom_filters),
-        ])
-    }
-}
-
-/// The hash engine (`hash`: PinK's Hash baseline; `kaml`: KAML's in-DRAM table) as a target.
-pub struct HashTarget {
-    engine: HashEngine,
-}
-
 impl BenchProfile {
     /// The hash engine configuration of a preset on this profile. `hash` gets the same indexing
     /// DRAM as the LSM presets (0.1% of capacity) plus its write buffer, as PinK's baseline; `kaml`
@@ -301,119 +183,9 @@ impl BenchProfile {
     }
 }
 
-impl HashTarget {
-    /// A fresh device of `profile` with a hash engine of `preset`.
-    pub fn open(profile: &BenchProfile, preset: HashPreset) -> Result<HashTarget, HashError> {
-        let flash = Flash::new(profile.flash.geometry, Some(profile.flash.timing.clone()))
-            .map_err(|error| HashError::Engine(error.into()))?;
-        let engine = HashEngine::open(flash, profile.hash_config(preset))?;
-        Ok(HashTarget { engine })
-    }
-}
-
-impl SimTarget for HashTarget {
-    fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime, TargetError> {
-        self.engine
-            .put(at, key, value)
-            .map_err(|error| TargetError::Failed(error.to_string()))
-    }
-
-    fn get(&mut self, at: SimTime, key: &[u8]) -> Result<(Option<Vec<u8>>, SimTime), TargetError> {
-        self.engine
-            .get(at, key)
-            .map_err(|error| TargetError::Failed(error.to_string()))
-    }
-
-    fn scan(
-        &mut self,
-        at: SimTime,
-        start: &[u8],
-        count: usize,
-    ) -> Result<(usize, SimTime), TargetError> {
-        match self.engine.scan(at, start, count) {
-            Ok((pairs, done)) => Ok((pairs.len(), done)),
-            Err(HashError::Unsupported { .. }) => Err(TargetError::Unsupported(
-                "a hash index keeps no key order".into(),
-            )),
-            Err(error) => Err(TargetError::Failed(error.to_string())),
-        }
-    }
-
-    fn counters(&self) -> Counters {
-        self.engine.space().flash().counters()
-    }
-
-    fn dram_bytes(&self) -> BTreeMap<String, u64> {
-        let usage = self.engine.dram_usage();
-        BTreeMap::from([
-            ("write_buffer".to_string(), usage.write_buffer),
-            ("bucket_directory".to_string(), usage.bucket_directory),
-            ("bucket_cache".to_string(), usage.bucket_cache),
-            ("table".to_string(), usage.table),
-        ])
-    }
-
-    fn controller_cpu_ns(&self) -> Option<u64> {
-        Some(self.engine.stats().cpu_ns)
-    }
-
-    fn describe(&self) -> String {
-        let stats = self.engine.stats();
-        let lookups = stats.cache_hits + stats.cache_misses;
-        format!(
-            "{} bucket pages ({} slots of {} probes), cache of {} pages, hit rate {:.2}, {} write-backs, {} flushes of the write buffer, GC victims {} bucket / {} data",
-            stats.table_pages,
-            stats.table_slots,
-            stats.probe_slots,
-            stats.cache_pages_max,
-            stats.cache_hits as f64 / lookups.max(1) as f64,
-            stats.bucket_write_backs,
-            stats.flushes,
-            stats.gc_meta_victims,
-            stats.gc_data_victims
-        )
-    }
-
-    fn extra_stats(&self) -> BTreeMap<String, u64> {
-        let stats = self.engine.stats();
-        BTreeMap::from([
-            ("cache_hits".to_string(), stats.cache_hits),
-            ("cache_misses".to_string(), stats.cache_misses),
-            ("bucket_write_backs".to_string(), stats.bucket_write_backs),
-            ("gc_meta_victims".to_string(), stats.gc_meta_victims),
-            ("gc_data_victims".to_string(), stats.gc_data_victims),
-            (
-                "gc_records_rewritten".to_string(),
-                stats.gc_records_rewritten,
-            ),
-            (
-                "gc_bucket_pages_moved".to_string(),
-                stats.gc_bucket_pages_moved,
-            ),
-        ])
-    }
-}
-
-/// Builds the target of a preset name on a fresh device of `profile`.
-pub fn open_target(profile: &BenchProfile, preset: &str) -> Result<Box<dyn SimTarget>, String> {
-    if let Ok(hash) = preset.parse::<HashPreset>() {
-        return HashTarget::open(profile, hash)
-            .map(|target| Box::new(target) as Box<dyn SimTarget>)
-            .map_err(|error| format!("cannot open a {preset} device: {error}"));
-    }
-    let parsed: Preset = preset
-        .parse()
-        .map_err(|error: EngineError| error.to_string())?;
-    LsmTarget::open_with(profile, profile.engine_config(parsed))
-        .map(|target| Box::new(target) as Box<dyn SimTarget>)
-        .map_err(|error| format!("cannot open a {preset} device: {error}"))
-}
-
-/// Presets the benchmarks accept.
+/// Presets the benchmarks accept: every preset of the device.
 pub fn preset_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = Preset::ALL.iter().map(|preset| preset.name()).collect();
-    names.extend(HashPreset::ALL.iter().map(|preset| preset.name()));
-    names
+    PresetKind::ALL.iter().map(|preset| preset.name()).collect()
 }
 
 /// One side-by-side run's configuration.
@@ -508,7 +280,7 @@ fn run_preset(
     let profile = &config.profile;
     let mut results = Vec::new();
     let mut notes = Vec::new();
-    let mut target = open_target(profile, preset)?;
+    let mut target = DeviceTarget::open(profile, preset)?;
     let mut clock: SimTime = 0;
     let mut keys = 0u64;
     let load = WorkloadSpec::by_name("load").ok_or("the load workload is missing")?;
@@ -540,7 +312,7 @@ fn run_preset(
             waf_sample_every: 0,
         };
         let mut tick = |done: u64| progress(preset, spec.name, done, operations);
-        let outcome = runner::run(target.as_mut(), &run_config, clock, &mut tick)
+        let outcome = runner::run(&mut target, &run_config, clock, &mut tick)
             .map_err(|error| format!("{preset}, workload {}: {error}", spec.name))?;
         clock = outcome.finished_at;
         keys = outcome.keys;

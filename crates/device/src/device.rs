@@ -15,7 +15,7 @@ use kvssd_space::Space;
 
 use crate::{
     BatchOp, ByteRange, DeviceError, DeviceStats, IterOptions, IteratorId, IteratorInfo,
-    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, PresetKind, Retrieved, StoreMode,
+    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Pairs, PresetKind, Retrieved, StoreMode,
     KEY_BYTES_MAX, VALUE_BYTES_MAX,
 };
 
@@ -195,6 +195,19 @@ impl Device {
         keys: &[&[u8]],
     ) -> Result<(Vec<bool>, SimTime)> {
         self.lock()?.exist(at, namespace, keys)
+    }
+
+    /// Up to `count` pairs of the namespace with keys `>= start`, in key order, read from one
+    /// consistent view (PinK's range query; YCSB-E). Namespaces whose engine keeps no key order
+    /// refuse it ([`DeviceError::ScansUnsupported`]); `count` is at most [`crate::SCAN_PAIRS_MAX`].
+    pub fn scan(
+        &self,
+        at: SimTime,
+        namespace: NamespaceId,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Pairs, SimTime)> {
+        self.lock()?.scan(at, namespace, start, count)
     }
 
     /// Applies stores and deletes across namespaces atomically: all of them, or (with an error)

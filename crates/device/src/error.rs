@@ -91,6 +91,17 @@ pub enum DeviceError {
     /// The namespace's engine cannot iterate in key order.
     #[error("namespaces of preset {0} do not support iterators")]
     IteratorsUnsupported(String),
+    /// The namespace's engine keeps no key order, so it cannot return a range of keys.
+    #[error("namespaces of preset {0} do not support scans: their keys are in no order")]
+    ScansUnsupported(String),
+    /// A scan asking for more pairs than [`crate::SCAN_PAIRS_MAX`].
+    #[error("a scan of {count} pairs asks for more than the {max} a scan may return")]
+    ScanTooLong {
+        /// Pairs asked for.
+        count: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A prefetch degree above [`crate::PREFETCH_DEGREE_MAX`].
     #[error("prefetch degree {degree} exceeds the maximum of {max}")]
     PrefetchDegreeTooLarge {

@@ -8,6 +8,7 @@
 //!   [`Device::delete_namespace`], [`Device::list_namespaces`];
 //! * [`Device::store`] (upsert, update-only, insert-only), [`Device::retrieve`] (whole value or a
 //!   byte range, with the full length), [`Device::delete`], [`Device::exist`];
+//! * [`Device::scan`]: up to N pairs from a start key, in key order (PinK's range query);
 //! * [`Device::batch`]: stores and deletes across namespaces, all or none;
 //! * iterators over snapshots: [`Device::iter_open`] (start key or prefix, keys-only or with
 //!   values, prefetch degree D), [`Device::iter_seek`], [`Device::iter_next`] (a batch of entries
@@ -67,7 +68,7 @@ pub use durability::{RecoveryReport, SyncPolicy};
 pub use error::DeviceError;
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,
-    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, PresetKind, Retrieved, StoreMode,
+    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Pairs, PresetKind, Retrieved, StoreMode,
 };
 
 /// Longest key, in bytes (keys are 1 to 255 bytes).
@@ -83,6 +84,8 @@ pub const NAMESPACES_MAX: usize = 64;
 pub const BATCH_OPERATIONS_MAX: usize = 1024;
 /// Highest value-prefetch degree D an iterator may ask for.
 pub const PREFETCH_DEGREE_MAX: usize = 64;
+/// Most pairs one scan returns (YCSB-E's scans take up to 100).
+pub const SCAN_PAIRS_MAX: usize = 1024;
 
 // The device's limits are the engine's: a key or value the device accepts, every engine takes.
 const _: () = assert!(KEY_BYTES_MAX == kvssd_engine::KEY_BYTES_MAX);

@@ -280,6 +280,9 @@ impl IterOptions {
 /// One entry an iterator returns.
 pub use kvssd_engine::SnapshotEntry as IterEntry;
 
+/// Pairs a scan returns, in key order.
+pub use kvssd_engine::Pairs;
+
 /// What one `next` returns.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NextBatch {

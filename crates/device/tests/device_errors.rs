@@ -7,7 +7,7 @@
 
 use kvssd_device::{
     BatchOp, ByteRange, Device, DeviceConfig, DeviceError, IterOptions, IterStart, NamespaceId,
-    NamespaceSpec, StoreMode, ITERATORS_OPEN_MAX, KEY_BYTES_MAX,
+    NamespaceSpec, StoreMode, ITERATORS_OPEN_MAX, KEY_BYTES_MAX, SCAN_PAIRS_MAX,
 };
 use kvssd_engine::Preset;
 use kvssd_flash::{Flash, Profile};
@@ -129,6 +129,14 @@ fn device_errors_empty_and_long_keys() {
     fixture.refused(
         |device, at| device.exist(at, pink, &[b"apple", b""]).map(drop),
         |error| matches!(error, DeviceError::KeyEmpty),
+    );
+    fixture.refused(
+        |device, at| device.scan(at, pink, &long, 4).map(drop),
+        |error| matches!(error, DeviceError::KeyTooLong { .. }),
+    );
+    fixture.refused(
+        |device, at| device.scan(at, pink, b"apple", SCAN_PAIRS_MAX + 1).map(drop),
+        |error| matches!(error, DeviceError::ScanTooLong { count, .. } if *count == SCAN_PAIRS_MAX + 1),
     );
     fixture.refused(
         |device, at| {

@@ -156,7 +156,8 @@ fn run(seed: u64, durability: Durability) -> Result<String, String> {
     if refused > 600 {
         return Err(format!("{refused} commands refused: the device filled up"));
     }
-    // Iterators on hash namespaces are refused with a typed error; the namespaces can be deleted.
+    // Iterators and scans on hash namespaces are refused with typed errors; the namespaces can be
+    // deleted.
     for &id in &ids[1..] {
         match device.iter_open(t, id, IterOptions::new(IterStart::Key(Vec::new()), 0)) {
             Err(DeviceError::IteratorsUnsupported(preset)) => {
@@ -167,6 +168,10 @@ fn run(seed: u64, durability: Durability) -> Result<String, String> {
             }
             Err(other) => return Err(format!("iterator on {id}: wrong error {other}")),
             Ok(_) => return Err(format!("iterator on hash namespace {id} was opened")),
+        }
+        match device.scan(t, id, b"k001", 4) {
+            Err(DeviceError::ScansUnsupported(_)) => {}
+            other => return Err(format!("scan on hash namespace {id} answered {other:?}")),
         }
         t = device.delete_namespace(t, id).map_err(|e| e.to_string())?;
         match device.retrieve(t, id, b"k001", None) {

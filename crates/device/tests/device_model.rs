@@ -1,6 +1,6 @@
 //! Model-based test of the device: random stores (all three modes), retrieves (whole and ranged),
-//! deletes, exists, batches across namespaces, namespace creation and deletion, and iterators held
-//! open across many writes, against a model (one ordered map per namespace) on `test_min`.
+//! deletes, exists, scans, batches across namespaces, namespace creation and deletion, and iterators
+//! held open across many writes, against a model (one ordered map per namespace) on `test_min`.
 //!
 //! Several namespaces of different presets share the tiny flash, so flushes, compactions and GC
 //! (of every namespace, and device-wide) happen constantly; namespaces deleted are recreated with
@@ -252,6 +252,24 @@ fn run(seed: u64) -> Result<String, String> {
             if answers != want {
                 return Err(context(&format!(
                     "exist: device {answers:?}, model {want:?}"
+                )));
+            }
+            // A scan from the same key: the model's pairs from there on, in order.
+            let count = (rng.next_u64() % 12) as usize;
+            let (pairs, done) = device
+                .scan(now, ns, &keys[0], count)
+                .map_err(|e| context(&format!("scan: {e}")))?;
+            now = done;
+            let want: Vec<(Vec<u8>, Vec<u8>)> = model[&namespace]
+                .range(keys[0].clone()..)
+                .take(count)
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect();
+            if pairs != want {
+                return Err(context(&format!(
+                    "scan of {count}: device {} pairs, model {}",
+                    pairs.len(),
+                    want.len()
                 )));
             }
         } else if roll < 900 {

@@ -28,7 +28,7 @@ use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
 use crate::lsm::inspect::SegmentView;
-use crate::{DramUsage, EngineError, TreeSnapshot};
+use crate::{DramUsage, EngineError, Pairs, TreeSnapshot};
 
 /// The result type of the contract.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -160,6 +160,24 @@ pub trait Engine: Send {
         at: SimTime,
         block: u64,
     ) -> Result<Option<SimTime>>;
+
+    /// Up to `count` pairs with keys `>= start`, in key order, from one consistent view (PinK's
+    /// range query). Changes no key's value. [`EngineError::Unsupported`] for an engine that keeps
+    /// no key order (the default).
+    fn scan(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Pairs, SimTime)> {
+        let _ = (space, at, start, count);
+        Err(EngineError::Unsupported {
+            operation: "a scan",
+            engine: self.preset_name(),
+            why: "its keys are in no order",
+        })
+    }
 
     /// A snapshot of the index as it is now, for iterators: copies nothing, shares what does not
     /// change. [`EngineError::Unsupported`] for an engine that keeps no key order (the default).

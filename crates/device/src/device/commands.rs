@@ -8,7 +8,10 @@ use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
 use super::{check_key, Core, Namespace};
-use crate::{BatchOp, ByteRange, DeviceError, NamespaceId, Result, Retrieved, StoreMode};
+use crate::{
+    BatchOp, ByteRange, DeviceError, NamespaceId, Pairs, Result, Retrieved, StoreMode,
+    SCAN_PAIRS_MAX,
+};
 
 impl Core {
     pub(super) fn namespace(&mut self, id: NamespaceId) -> Result<&mut Namespace> {
@@ -220,6 +223,28 @@ impl Core {
             Err(error) => return Err(error.into()),
         };
         self.device_gc(t, false)
+    }
+
+    pub(super) fn scan(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Pairs, SimTime)> {
+        check_key(start)?;
+        if count > SCAN_PAIRS_MAX {
+            return Err(DeviceError::ScanTooLong {
+                count,
+                max: SCAN_PAIRS_MAX,
+            });
+        }
+        let preset = self.namespace(id)?.spec.preset;
+        if !preset.supports_iterators() {
+            return Err(DeviceError::ScansUnsupported(preset.name().to_string()));
+        }
+        let (space, engine) = self.split(id)?;
+        Ok(engine.scan(space, at, start, count)?)
     }
 
     pub(super) fn exist(

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
-use super::{LsmTree, TreeSnapshot};
+use super::{LsmTree, Pairs, TreeSnapshot};
 use crate::contract::{Capabilities, Engine, EngineReport, LevelsView, Result};
 
 impl Engine for LsmTree {
@@ -83,6 +83,16 @@ impl Engine for LsmTree {
         block: u64,
     ) -> Result<Option<SimTime>> {
         LsmTree::collect_victim(self, space, at, block).map(Some)
+    }
+
+    fn scan(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Pairs, SimTime)> {
+        LsmTree::scan(self, space, at, start, count)
     }
 
     fn snapshot(&mut self) -> Result<Arc<TreeSnapshot>> {

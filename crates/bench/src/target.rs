@@ -1,0 +1,143 @@
+//! The product as a benchmark target: a fresh [`Device`] with one namespace, driven through its
+//! command set exactly as a user's program drives it (store, retrieve, scan), in power-loss
+//! protection mode (the papers' capacitor assumption). Everything the benchmarks report comes
+//! from the device's public statistics: the flash counters of [`Device::stats`] and the
+//! namespace's figures of [`Device::list_namespaces`].
+
+use std::collections::BTreeMap;
+
+use kvssd_device::{
+    Device, DeviceConfig, DeviceError, Durability, NamespaceId, NamespaceInfo, NamespaceSpec,
+    PresetKind, StoreMode,
+};
+use kvssd_engine::hash::HashPreset;
+use kvssd_engine::{EngineError, Preset};
+use kvssd_flash::{Counters, Flash, SimTime};
+
+use crate::runner::{SimTarget, TargetError};
+use crate::ycsb::BenchProfile;
+
+/// A device of a benchmark profile with one namespace of a preset.
+pub struct DeviceTarget {
+    device: Device,
+    namespace: NamespaceId,
+}
+
+impl BenchProfile {
+    /// A device configuration for this profile with `durability`: every preset's engine template
+    /// set as the profile sizes it (the LSM template for `preset` when it is an LSM preset).
+    pub fn device_config(&self, preset: PresetKind, durability: Durability) -> DeviceConfig {
+        let mut config = DeviceConfig::new(&self.flash);
+        let lsm = preset.name().parse::<Preset>().unwrap_or(Preset::Pink);
+        config.engine = self.engine_config(lsm);
+        config.hash = self.hash_config(HashPreset::Hash);
+        config.kaml = self.hash_config(HashPreset::Kaml);
+        config.durability = durability;
+        config
+    }
+}
+
+fn failed(error: DeviceError) -> TargetError {
+    TargetError::Failed(error.to_string())
+}
+
+impl DeviceTarget {
+    /// A fresh device of `profile` in power-loss protection mode with one namespace of the preset
+    /// named `preset`.
+    pub fn open(profile: &BenchProfile, preset: &str) -> Result<DeviceTarget, String> {
+        let kind: PresetKind = preset
+            .parse()
+            .map_err(|error: EngineError| error.to_string())?;
+        let cannot = |error: String| format!("cannot open a {preset} device: {error}");
+        let flash = Flash::new(profile.flash.geometry, Some(profile.flash.timing.clone()))
+            .map_err(|error| cannot(error.to_string()))?;
+        let config = profile.device_config(kind, Durability::PowerLossProtection);
+        let device = Device::open(flash, config).map_err(|error| cannot(error.to_string()))?;
+        let namespace = device
+            .create_namespace(NamespaceSpec::new(kind))
+            .map_err(|error| cannot(error.to_string()))?;
+        Ok(DeviceTarget { device, namespace })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The namespace's figures now.
+    fn info(&self) -> Option<NamespaceInfo> {
+        self.device
+            .list_namespaces()
+            .ok()?
+            .into_iter()
+            .find(|info| info.id == self.namespace)
+    }
+}
+
+impl SimTarget for DeviceTarget {
+    fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime, TargetError> {
+        self.device
+            .store(at, self.namespace, key, value, StoreMode::Upsert)
+            .map_err(failed)
+    }
+
+    fn get(&mut self, at: SimTime, key: &[u8]) -> Result<(Option<Vec<u8>>, SimTime), TargetError> {
+        let (found, done) = self
+            .device
+            .retrieve(at, self.namespace, key, None)
+            .map_err(failed)?;
+        Ok((found.map(|found| found.value), done))
+    }
+
+    fn scan(
+        &mut self,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(usize, SimTime), TargetError> {
+        match self.device.scan(at, self.namespace, start, count) {
+            Ok((pairs, done)) => Ok((pairs.len(), done)),
+            Err(DeviceError::ScansUnsupported(preset)) => Err(TargetError::Unsupported(format!(
+                "{preset} keeps no key order"
+            ))),
+            Err(error) => Err(failed(error)),
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        self.device
+            .stats()
+            .map(|stats| stats.flash)
+            .unwrap_or_default()
+    }
+
+    fn dram_bytes(&self) -> BTreeMap<String, u64> {
+        self.info()
+            .map(|info| {
+                info.dram_parts
+                    .into_iter()
+                    .map(|(part, bytes)| (part.to_string(), bytes))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn describe(&self) -> String {
+        self.info().map(|info| info.shape).unwrap_or_default()
+    }
+
+    fn extra_stats(&self) -> BTreeMap<String, u64> {
+        self.info()
+            .map(|info| {
+                info.counters
+                    .into_iter()
+                    .map(|(name, count)| (name.to_string(), count))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn controller_cpu_ns(&self) -> Option<u64> {
+        self.info().map(|info| info.controller_cpu_ns)
+    }
+}
