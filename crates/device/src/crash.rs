@@ -296,7 +296,13 @@ fn execute(
             Ok((device.batch(t, &ops)?, 0))
         }
         Command::CreateFirst | Command::CreateSecond => {
-            let created = device.create_namespace(NamespaceSpec::new(preset))?;
+            // Named, so that names are checked across crashes like the namespaces themselves.
+            let name = if matches!(command, Command::CreateFirst) {
+                "first"
+            } else {
+                "second"
+            };
+            let created = device.create_namespace(NamespaceSpec::new(preset).with_name(name))?;
             Ok((t, created.0))
         }
         Command::DeleteSecond => Ok((device.delete_namespace(t, id(&1))?, 0)),
@@ -471,12 +477,15 @@ type Found = BTreeMap<u32, BTreeMap<Vec<u8>, Vec<u8>>>;
 /// Reads every namespace whole: a full scan where iterators exist, and a retrieve of every key the
 /// workload uses (which must agree with the scan).
 fn read_device(device: &Device, preset: PresetKind) -> Result<Found, String> {
-    let listed: Vec<u32> = device
-        .list_namespaces()
-        .map_err(|e| e.to_string())?
-        .iter()
-        .map(|info| info.id.0)
-        .collect();
+    let infos = device.list_namespaces().map_err(|e| e.to_string())?;
+    let names: BTreeSet<Option<&str>> =
+        infos.iter().map(|info| info.spec.name.as_deref()).collect();
+    if names.len() != infos.len() || names.contains(&None) {
+        return Err(format!(
+            "namespace names lost or repeated after recovery: {names:?}"
+        ));
+    }
+    let listed: Vec<u32> = infos.iter().map(|info| info.id.0).collect();
     let mut found = Found::new();
     for id in listed {
         let mut pairs = BTreeMap::new();

@@ -159,6 +159,16 @@ impl Device {
         Ok(self.lock()?.list_namespaces())
     }
 
+    /// The id of the namespace named `name`, if there is one.
+    pub fn namespace_by_name(&self, name: &str) -> Result<Option<NamespaceId>> {
+        let core = self.lock()?;
+        Ok(core
+            .namespaces
+            .iter()
+            .find(|(_, namespace)| namespace.spec.name.as_deref() == Some(name))
+            .map(|(&id, _)| NamespaceId(id)))
+    }
+
     /// Stores `value` under `key`, as `mode` allows.
     pub fn store(
         &self,

@@ -35,6 +35,13 @@ pub enum DeviceError {
         /// The limit.
         max: usize,
     },
+    /// A namespace name that is empty, longer than [`crate::NAMESPACE_NAME_BYTES_MAX`] bytes or
+    /// holds a NUL byte.
+    #[error("invalid namespace name: {0}")]
+    NamespaceNameInvalid(String),
+    /// Another namespace already has this name.
+    #[error("a namespace named '{0}' exists already")]
+    NamespaceNameTaken(String),
     /// Namespace attributes that cannot be honoured.
     #[error("invalid namespace attributes: {0}")]
     NamespaceSpec(String),

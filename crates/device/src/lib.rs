@@ -4,8 +4,8 @@
 //! array, free-block pool and timing model — and serves the command set of KAML (Table I) and
 //! IterKVSSD:
 //!
-//! * namespaces: [`Device::create_namespace`] (preset, logs, optional quota),
-//!   [`Device::delete_namespace`], [`Device::list_namespaces`];
+//! * namespaces: [`Device::create_namespace`] (preset, logs, optional quota, optional name),
+//!   [`Device::delete_namespace`], [`Device::list_namespaces`], [`Device::namespace_by_name`];
 //! * [`Device::store`] (upsert, update-only, insert-only), [`Device::retrieve`] (whole value or a
 //!   byte range, with the full length), [`Device::delete`], [`Device::exist`];
 //! * [`Device::scan`]: up to N pairs from a start key, in key order (PinK's range query);
@@ -80,6 +80,8 @@ pub const VALUE_BYTES_MAX: usize = 2 << 20;
 pub const ITERATORS_OPEN_MAX: usize = 16;
 /// Namespaces at once, by default ([`DeviceConfig::namespaces_max`]).
 pub const NAMESPACES_MAX: usize = 64;
+/// Longest namespace name, in bytes (names are 1 to 255 bytes without a NUL byte).
+pub const NAMESPACE_NAME_BYTES_MAX: usize = 255;
 /// Operations in one batch, by default ([`DeviceConfig::batch_operations_max`]).
 pub const BATCH_OPERATIONS_MAX: usize = 1024;
 /// Highest value-prefetch degree D an iterator may ask for.

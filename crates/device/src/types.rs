@@ -121,6 +121,9 @@ pub struct NamespaceSpec {
     pub logs: Option<Vec<u32>>,
     /// Most bytes of flash its live data may take; `None` for no quota beyond the device's.
     pub quota_bytes: Option<u64>,
+    /// Its name, unique on the device (1 to [`crate::NAMESPACE_NAME_BYTES_MAX`] bytes, no NUL
+    /// byte), kept durably with the namespace; `None` for a namespace known by id only.
+    pub name: Option<String>,
 }
 
 impl NamespaceSpec {
@@ -131,6 +134,15 @@ impl NamespaceSpec {
             preset: preset.into(),
             logs: None,
             quota_bytes: None,
+            name: None,
+        }
+    }
+
+    /// The same attributes with a name.
+    pub fn with_name(self, name: impl Into<String>) -> NamespaceSpec {
+        NamespaceSpec {
+            name: Some(name.into()),
+            ..self
         }
     }
 }

@@ -4,7 +4,27 @@ use kvssd_engine::{Engine, EngineError};
 use kvssd_flash::SimTime;
 
 use super::{Core, Namespace, OpenIterator};
-use crate::{DeviceError, NamespaceId, NamespaceInfo, NamespaceSpec, PresetKind, Result};
+use crate::{
+    DeviceError, NamespaceId, NamespaceInfo, NamespaceSpec, PresetKind, Result,
+    NAMESPACE_NAME_BYTES_MAX,
+};
+
+/// Names are what C programs pass as strings: 1 to 255 bytes, no NUL byte.
+fn check_namespace_name(name: &str) -> Result<()> {
+    let problem = if name.is_empty() {
+        "it is empty".to_string()
+    } else if name.len() > NAMESPACE_NAME_BYTES_MAX {
+        format!(
+            "it is {} bytes, more than {NAMESPACE_NAME_BYTES_MAX}",
+            name.len()
+        )
+    } else if name.contains('\0') {
+        "it holds a NUL byte".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(DeviceError::NamespaceNameInvalid(problem))
+}
 
 impl Core {
     pub(crate) fn create_namespace(&mut self, spec: NamespaceSpec) -> Result<NamespaceId> {
@@ -17,6 +37,16 @@ impl Core {
             return Err(DeviceError::NamespaceSpec(
                 "a quota must be positive".into(),
             ));
+        }
+        if let Some(name) = &spec.name {
+            check_namespace_name(name)?;
+            let taken = self
+                .namespaces
+                .values()
+                .any(|namespace| namespace.spec.name.as_deref() == Some(name.as_str()));
+            if taken {
+                return Err(DeviceError::NamespaceNameTaken(name.clone()));
+            }
         }
         let logs_total = self.space.config().logs;
         let logs = spec

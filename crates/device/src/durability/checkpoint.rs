@@ -4,8 +4,9 @@
 //! consecutive pages of checkpoint blocks:
 //!
 //! ```text
-//! "KCKP" | version u32 = 1 | next sequence number u64 | next namespace id u32
-//! namespaces: count u32, then per namespace: id u32 | spec (see `wal::encode_spec`)
+//! "KCKP" | version u32 = 2 | next sequence number u64 | next namespace id u32
+//! namespaces: count u32, then per namespace: id u32 | spec (see `wal::encode_spec`) |
+//!             name (see `wal::encode_name`; absent in version 1, which is still read)
 //! space state: length u32 | bytes (the space layer's `export_state`)
 //! parts: count u32, then per part: namespace u32 | replay-from sequence u64 | length u32 | bytes
 //!        (each engine's own state: `LsmTree::durable_state`)
@@ -21,13 +22,16 @@
 //! log:        log id u32 | blocks u16, then block u64 each
 //! ```
 
-use crate::durability::wal::{decode_spec, encode_spec};
+use crate::durability::wal::{decode_name, decode_spec, encode_name, encode_spec};
 use crate::NamespaceSpec;
 use kvssd_flash::codec::ByteReader;
 
 const CHECKPOINT_MAGIC: &[u8; 4] = b"KCKP";
-/// The checkpoint format version this build writes and reads.
-pub const CHECKPOINT_VERSION: u32 = 1;
+/// The checkpoint format version this build writes (2: namespaces carry names). It also reads
+/// version 1, whose namespaces have no names.
+pub const CHECKPOINT_VERSION: u32 = 2;
+/// The oldest checkpoint format version this build reads.
+pub const CHECKPOINT_VERSION_MIN: u32 = 1;
 const ROOT_MAGIC: &[u8; 4] = b"KRT1";
 
 /// A decoded checkpoint.
@@ -57,6 +61,7 @@ impl Checkpoint {
         for (id, spec) in &self.namespaces {
             out.extend_from_slice(&id.to_le_bytes());
             encode_spec(&mut out, spec);
+            encode_name(&mut out, spec.name.as_deref());
         }
         out.extend_from_slice(&(self.space.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.space);
@@ -77,9 +82,9 @@ impl Checkpoint {
             return Err("not a checkpoint (wrong magic)".into());
         }
         let version = reader.u32()?;
-        if version != CHECKPOINT_VERSION {
+        if !(CHECKPOINT_VERSION_MIN..=CHECKPOINT_VERSION).contains(&version) {
             return Err(format!(
-                "checkpoint format version {version} is not supported (this build reads version {CHECKPOINT_VERSION})"
+                "checkpoint format version {version} is not supported (this build reads versions {CHECKPOINT_VERSION_MIN} to {CHECKPOINT_VERSION})"
             ));
         }
         let next_lsn = reader.u64()?;
@@ -88,7 +93,11 @@ impl Checkpoint {
         let mut namespaces = Vec::with_capacity(count);
         for _ in 0..count {
             let id = reader.u32()?;
-            namespaces.push((id, decode_spec(&mut reader)?));
+            let mut spec = decode_spec(&mut reader)?;
+            if version >= 2 {
+                spec.name = decode_name(&mut reader)?;
+            }
+            namespaces.push((id, spec));
         }
         let space = reader.bytes32()?.to_vec();
         let count = reader.count(16)?;
@@ -240,7 +249,13 @@ mod tests {
         let checkpoint = Checkpoint {
             next_lsn: 42,
             next_namespace: 3,
-            namespaces: vec![(1, NamespaceSpec::new(Preset::Pink))],
+            namespaces: vec![
+                (1, NamespaceSpec::new(Preset::Pink)),
+                (
+                    2,
+                    NamespaceSpec::new(Preset::Lightstore).with_name("keyspace_test"),
+                ),
+            ],
             space: vec![1, 2, 3],
             parts: vec![(1, 40, vec![9; 20])],
         };
@@ -268,5 +283,29 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(Root::decode(&bytes[..cut]).is_err());
         }
+    }
+
+    #[test]
+    fn checkpoint_version_1_without_names_is_still_read() {
+        // A version-1 checkpoint as earlier builds wrote it: one pink namespace, no names.
+        let mut bytes = CHECKPOINT_MAGIC.to_vec();
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&42u64.to_le_bytes());
+        bytes.extend_from_slice(&2u32.to_le_bytes());
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&[0, 0, 0]);
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        let decoded = Checkpoint::decode(&bytes).expect("version 1 decodes");
+        assert_eq!(
+            decoded.namespaces,
+            vec![(1, NamespaceSpec::new(Preset::Pink))]
+        );
+        // A version from the future is refused with a message naming it.
+        let mut future = bytes.clone();
+        future[4..8].copy_from_slice(&(CHECKPOINT_VERSION + 1).to_le_bytes());
+        let error = Checkpoint::decode(&future).expect_err("a future version is refused");
+        assert!(error.contains("version 3 is not supported"), "{error}");
     }
 }

@@ -97,6 +97,8 @@ pub fn dump_bound(config: &DeviceConfig, geometry: &Geometry, presets: &[PresetK
         .map(|&preset| {
             DUMP_EXPANSION_MAX * dram_budget(config, geometry, preset)
                 + DUMP_NAMESPACE_OVERHEAD_BYTES
+                + 1
+                + crate::NAMESPACE_NAME_BYTES_MAX as u64
                 + 8 * logs
         })
         .sum();

@@ -6,14 +6,19 @@
 //!
 //! ```text
 //! 0  sequence number u64 LE       one more than the previous record's
-//! 8  kind u8                      1 operations, 2 create namespace, 3 delete namespace
+//! 8  kind u8                      1 operations, 2 create namespace, 3 delete namespace,
+//!                                 4 create named namespace
 //! 9  body
 //!    operations:  count u32, then per operation: op u8 (1 store, 2 delete) | namespace u32 |
 //!                 key_len u8 | key | [value_len u32 | value]   (stores are upserts: insert-only
 //!                 and update-only were decided before logging)
 //!    create:      namespace u32 | spec (see `encode_spec`)
+//!    create named: namespace u32 | spec | name (see `encode_name`)
 //!    delete:      namespace u32
 //! ```
+//!
+//! A namespace without a name is logged as kind 2, exactly as before names existed, so logs
+//! written by earlier builds replay unchanged; kind 4 is new with names.
 
 use crate::NamespaceSpec;
 use kvssd_flash::codec::ByteReader;
@@ -114,7 +119,31 @@ pub(crate) fn decode_spec(reader: &mut ByteReader<'_>) -> Result<NamespaceSpec, 
         preset,
         logs,
         quota_bytes,
+        name: None,
     })
+}
+
+/// Appends a namespace's name: length u8 (0 for none) | UTF-8 bytes. Names are 1 to
+/// [`crate::NAMESPACE_NAME_BYTES_MAX`] bytes, checked when the namespace is created.
+pub(crate) fn encode_name(out: &mut Vec<u8>, name: Option<&str>) {
+    let bytes = name.map_or(&[][..], str::as_bytes);
+    debug_assert!(bytes.len() <= crate::NAMESPACE_NAME_BYTES_MAX);
+    out.push(bytes.len() as u8);
+    out.extend_from_slice(bytes);
+}
+
+pub(crate) fn decode_name(reader: &mut ByteReader<'_>) -> Result<Option<String>, String> {
+    let len = usize::from(reader.u8()?);
+    if len == 0 {
+        return Ok(None);
+    }
+    let bytes = reader.take(len)?;
+    let name = String::from_utf8(bytes.to_vec())
+        .map_err(|_| "a namespace name that is not UTF-8".to_string())?;
+    if name.contains('\0') {
+        return Err("a namespace name with a NUL byte".into());
+    }
+    Ok(Some(name))
 }
 
 /// Encodes a record with its sequence number.
@@ -149,9 +178,12 @@ pub fn encode(lsn: u64, record: &WalRecord) -> Vec<u8> {
             }
         }
         WalRecord::CreateNamespace { namespace, spec } => {
-            out.push(2);
+            out.push(if spec.name.is_some() { 4 } else { 2 });
             out.extend_from_slice(&namespace.to_le_bytes());
             encode_spec(&mut out, spec);
+            if let Some(name) = &spec.name {
+                encode_name(&mut out, Some(name));
+            }
         }
         WalRecord::DeleteNamespace { namespace } => {
             out.push(3);
@@ -185,9 +217,13 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WalRecord), String> {
             }
             WalRecord::Ops(ops)
         }
-        2 => {
+        kind @ (2 | 4) => {
             let namespace = reader.u32()?;
-            let spec = decode_spec(&mut reader)?;
+            let mut spec = decode_spec(&mut reader)?;
+            if kind == 4 {
+                spec.name =
+                    Some(decode_name(&mut reader)?.ok_or("a named namespace without a name")?);
+            }
             WalRecord::CreateNamespace { namespace, spec }
         }
         3 => WalRecord::DeleteNamespace {
@@ -224,7 +260,12 @@ mod tests {
                     preset: Preset::Lightstore.into(),
                     logs: Some(vec![0, 2]),
                     quota_bytes: Some(1 << 20),
+                    name: None,
                 },
+            },
+            WalRecord::CreateNamespace {
+                namespace: 5,
+                spec: NamespaceSpec::new(Preset::Pink).with_name("users é"),
             },
             WalRecord::CreateNamespace {
                 namespace: 4,
@@ -243,5 +284,25 @@ mod tests {
             }
         }
         assert!(decode(&[0; 9]).is_err());
+    }
+
+    #[test]
+    fn wal_unnamed_namespaces_keep_the_format_earlier_builds_wrote() {
+        let record = WalRecord::CreateNamespace {
+            namespace: 2,
+            spec: NamespaceSpec::new(Preset::Pink),
+        };
+        // lsn, kind 2, namespace, preset 0, no logs, no quota: the bytes builds without names wrote.
+        let mut expected = 9u64.to_le_bytes().to_vec();
+        expected.extend_from_slice(&[2, 2, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(encode(9, &record), expected);
+        // A named record whose name is empty, not UTF-8, or holds a NUL is refused.
+        for name in [&b""[..], &[0xff][..], &b"a\0b"[..]] {
+            let mut bytes = 1u64.to_le_bytes().to_vec();
+            bytes.extend_from_slice(&[4, 2, 0, 0, 0, 0, 0, 0, 0]);
+            bytes.push(name.len() as u8);
+            bytes.extend_from_slice(name);
+            assert!(decode(&bytes).is_err(), "name {name:?} decoded");
+        }
     }
 }
