@@ -20,10 +20,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use kvssd_device::{
-    Device, DeviceConfig, DeviceError, Durability, IterOptions, IterStart, NamespaceId,
-    NamespaceSpec, StoreMode, SyncPolicy, VALUE_BYTES_MAX,
+    Device, DeviceConfig, DeviceError, IterOptions, IterStart, NamespaceId, NamespaceSpec,
+    StoreMode, VALUE_BYTES_MAX,
 };
-use kvssd_engine::{EngineConfig, Preset};
 use kvssd_flash::{Flash, Geometry, Profile, Purpose};
 
 /// The namespace `kvssd format` creates, and the one commands use without `--ns`.
@@ -270,20 +269,7 @@ type Outcome = Result<ExitCode, Failure>;
 /// The device configuration of an image: a function of its geometry only, so format and every
 /// later open agree without recording anything else.
 pub fn image_config(geometry: &Geometry) -> DeviceConfig {
-    let mut config = if *geometry == Profile::test_min().geometry {
-        DeviceConfig::test_min()
-    } else {
-        // PinK's DRAM (§5.1): 0.1% of capacity for indexing, plus the write buffer (L0), the
-        // largest value and, for GC re-insertion, a block of relocated values on top.
-        let mut engine = EngineConfig::new(Preset::Pink, geometry);
-        engine.dram_budget_bytes = geometry.capacity_bytes() / 1000
-            + engine.l0_bytes
-            + engine.value_bytes_max(geometry) as u64
-            + geometry.block_bytes();
-        DeviceConfig::with_engine(engine)
-    };
-    config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
-    config
+    DeviceConfig::for_file_image(geometry)
 }
 
 fn bytes_of(text: &OsStr) -> Vec<u8> {

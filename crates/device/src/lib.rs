@@ -60,6 +60,7 @@ pub mod crash;
 mod device;
 pub mod durability;
 mod error;
+mod file_config;
 mod presets;
 mod types;
 
