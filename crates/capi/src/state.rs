@@ -139,8 +139,15 @@ impl OpenDevice {
                         &geometry,
                         Durability::WriteAheadLog(SyncPolicy::EveryCommand),
                     );
-                    let device = Device::create(path, geometry, None, config)
-                        .map_err(|error| device_failure(&shown, error))?;
+                    config
+                        .space
+                        .check(&geometry)
+                        .map_err(|error| (KVS_ERR_PARAM_INVALID, format!("{shown}: {error}")))?;
+                    let device = Device::create(path, geometry, None, config).map_err(|error| {
+                        // Leave no half-made image behind.
+                        let _ = std::fs::remove_file(path);
+                        device_failure(&shown, error)
+                    })?;
                     let image_lock = lock_image(path)?;
                     (device, Clock::Untimed, Some(image_lock))
                 }
@@ -152,6 +159,10 @@ impl OpenDevice {
                 // A simulated card keeps nothing across opens; it is configured as a file image
                 // of the same geometry would be (PinK's DRAM budget), without a log.
                 let config = device_config(&geometry, Durability::Volatile);
+                config
+                    .space
+                    .check(&geometry)
+                    .map_err(|error| (KVS_ERR_PARAM_INVALID, format!("{uri_text}: {error}")))?;
                 let device =
                     Device::open(flash, config).map_err(|error| device_failure(uri_text, error))?;
                 let clock = if *pacing {
