@@ -8,6 +8,13 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --locked --workspace --all-targets -- -D warnings
+echo "== libkvssd (release) and a C compiler for its C tests"
+if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
+    echo "test: no C compiler; installing gcc" >&2
+    apt-get update -qq
+    apt-get install -y -qq gcc libc6-dev
+fi
+cargo build --locked --release -p kvssd-capi
 echo "== cargo test"
 cargo test --locked --workspace
 echo "== crash harness: crash points survived, by durability mode and preset"
