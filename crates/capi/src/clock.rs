@@ -26,8 +26,12 @@ use kvssd_flash::SimTime;
 use crate::ffi::KvssdLatencyReport;
 
 /// Below this much time to wait, a paced completion spins instead of sleeping: a sleep on Linux
-/// wakes tens of microseconds late, as long as a flash read.
+/// wakes tens of microseconds late, as long as a flash read. Completion threads ask for a tight
+/// timer slack ([`tighten_timer_slack`]), so this covers the wake-up alone.
 pub const SPIN_BELOW: Duration = Duration::from_micros(40);
+/// The same for a caller's own thread, waiting in a synchronous call: its timer slack is the
+/// application's (50 us by default), which the library leaves alone, so it spins for longer.
+pub const SPIN_BELOW_CALLER: Duration = Duration::from_micros(120);
 
 /// How a device maps callers onto simulated time.
 #[derive(Debug)]
@@ -69,16 +73,17 @@ impl Clock {
     }
 }
 
-/// Waits until `deadline` on the wall clock: a sleep for most of the wait, a spin for the rest.
-pub fn wait_until(deadline: Instant) {
+/// Waits until `deadline` on the wall clock: a sleep for most of the wait, a spin for the last
+/// `spin_below`.
+pub fn wait_until(deadline: Instant, spin_below: Duration) {
     loop {
         let now = Instant::now();
         if now >= deadline {
             return;
         }
         let remaining = deadline - now;
-        if remaining > SPIN_BELOW {
-            std::thread::sleep(remaining - SPIN_BELOW);
+        if remaining > spin_below {
+            std::thread::sleep(remaining - spin_below);
         } else {
             std::hint::spin_loop();
         }
@@ -236,7 +241,7 @@ mod tests {
             Some(start + Duration::from_millis(2))
         );
         let deadline = Instant::now() + Duration::from_micros(300);
-        wait_until(deadline);
+        wait_until(deadline, SPIN_BELOW);
         assert!(Instant::now() >= deadline);
     }
 

@@ -244,7 +244,7 @@ fn complete(
         let arrival = match wait {
             _ if !open => {
                 if let Some(next) = pending.peek() {
-                    wait_until(next.due());
+                    wait_until(next.due(), SPIN_BELOW);
                 }
                 None
             }

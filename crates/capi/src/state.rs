@@ -15,7 +15,7 @@ use std::time::Instant;
 use kvssd_device::{Device, DeviceConfig, DeviceError, Durability, NamespaceId, SyncPolicy};
 use kvssd_flash::{Flash, SimTime};
 
-use crate::clock::{wait_until, Clock, Latencies, Timing};
+use crate::clock::{wait_until, Clock, Latencies, Timing, SPIN_BELOW_CALLER};
 use crate::errors::result_of;
 use crate::ffi::{
     KvsResult, KVS_ERR_DEV_NOT_EXIST, KVS_ERR_DEV_NOT_OPENED, KVS_ERR_KS_NOT_OPEN,
@@ -239,7 +239,7 @@ impl OpenDevice {
     /// Ends a synchronous command: waits for its paced completion and records its latencies.
     pub fn finish_sync(&self, timing: &Timing) {
         if let Some(deadline) = timing.deadline {
-            wait_until(deadline);
+            wait_until(deadline, SPIN_BELOW_CALLER);
         }
         timing.record_completion(&self.latencies);
     }
