@@ -228,16 +228,9 @@ pub unsafe extern "C" fn kvs_iterate_next_async(
             Err(code) => return code,
         };
         let notice = Notice {
-            context: KVS_CMD_ITER_NEXT,
-            ks_hd: ks_hd as usize,
-            key: 0,
-            value: 0,
-            option: 0,
-            private1: private1 as usize,
-            private2: private2 as usize,
             iter_hd,
             result_buffer: iter_list as usize,
-            post_fn,
+            ..Notice::new(KVS_CMD_ITER_NEXT, ks_hd, private1, private2, post_fn)
         };
         let key_space = Arc::clone(&arguments.key_space);
         // SAFETY: the caller keeps the list and its buffer valid until the callback, after this.
@@ -310,16 +303,8 @@ pub unsafe extern "C" fn kvs_delete_key_group_async(
             return KVS_ERR_PARAM_INVALID;
         };
         let notice = Notice {
-            context: KVS_CMD_DELETE_GROUP,
-            ks_hd: ks_hd as usize,
-            key: 0,
-            value: 0,
             option: grp_fltr as usize,
-            private1: private1 as usize,
-            private2: private2 as usize,
-            iter_hd: 0,
-            result_buffer: 0,
-            post_fn,
+            ..Notice::new(KVS_CMD_DELETE_GROUP, ks_hd, private1, private2, post_fn)
         };
         let owner = Arc::clone(&key_space);
         let run = move || commands::delete_group(&owner.device, submitted, owner.namespace, group);

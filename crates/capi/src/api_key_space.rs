@@ -29,6 +29,23 @@ unsafe fn name_of(name: *const c_char, name_len: usize) -> Result<String, KvsRes
     String::from_utf8(bytes.to_vec()).map_err(|_| KVS_ERR_KS_NAME)
 }
 
+/// The name a `kvs_key_space_name` argument holds: NULL struct or name `KVS_ERR_PARAM_INVALID`.
+///
+/// # Safety
+/// `named` is NULL or points to a `kvs_key_space_name` whose `name` is NULL or holds `name_len`
+/// readable bytes.
+unsafe fn name_argument(named: *const KvsKeySpaceName) -> Result<String, KvsResult> {
+    // SAFETY: the caller's contract.
+    let Some(named) = (unsafe { named.as_ref() }) else {
+        return Err(KVS_ERR_PARAM_INVALID);
+    };
+    if named.name.is_null() {
+        return Err(KVS_ERR_PARAM_INVALID);
+    }
+    // SAFETY: `name` is non-NULL with `name_len` bytes by the caller's contract.
+    unsafe { name_of(named.name, named.name_len as usize) }
+}
+
 /// A NUL-terminated key-space name: at most 255 bytes are read before the terminator must come.
 ///
 /// # Safety
@@ -53,15 +70,8 @@ pub unsafe extern "C" fn kvs_create_key_space(
     opt: KvsOptionKeySpace,
 ) -> KvsResult {
     guard(|| {
-        // SAFETY: NULL or a valid `kvs_key_space_name` by the caller's contract.
-        let Some(named) = (unsafe { key_space_name.as_ref() }) else {
-            return KVS_ERR_PARAM_INVALID;
-        };
-        if named.name.is_null() {
-            return KVS_ERR_PARAM_INVALID;
-        }
-        // SAFETY: `name` is non-NULL with `name_len` bytes by the caller's contract.
-        let name = match unsafe { name_of(named.name, named.name_len as usize) } {
+        // SAFETY: the caller's contract.
+        let name = match unsafe { name_argument(key_space_name) } {
             Ok(name) => name,
             Err(code) => return code,
         };
@@ -97,15 +107,8 @@ pub unsafe extern "C" fn kvs_delete_key_space(
     key_space_name: *mut KvsKeySpaceName,
 ) -> KvsResult {
     guard(|| {
-        // SAFETY: NULL or a valid `kvs_key_space_name` by the caller's contract.
-        let Some(named) = (unsafe { key_space_name.as_ref() }) else {
-            return KVS_ERR_PARAM_INVALID;
-        };
-        if named.name.is_null() {
-            return KVS_ERR_PARAM_INVALID;
-        }
-        // SAFETY: as above.
-        let name = match unsafe { name_of(named.name, named.name_len as usize) } {
+        // SAFETY: the caller's contract.
+        let name = match unsafe { name_argument(key_space_name) } {
             Ok(name) => name,
             Err(code) => return code,
         };

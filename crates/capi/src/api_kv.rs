@@ -138,16 +138,10 @@ pub unsafe extern "C" fn kvs_store_kvp_async(
             return KVS_ERR_PARAM_INVALID;
         };
         let notice = Notice {
-            context: KVS_CMD_STORE,
-            ks_hd: ks_hd as usize,
             key: key as usize,
             value: value as usize,
             option: opt as usize,
-            private1: private1 as usize,
-            private2: private2 as usize,
-            iter_hd: 0,
-            result_buffer: 0,
-            post_fn,
+            ..Notice::new(KVS_CMD_STORE, ks_hd, private1, private2, post_fn)
         };
         let key_space = Arc::clone(&arguments.key_space);
         let run = move || {
@@ -292,16 +286,10 @@ pub unsafe extern "C" fn kvs_retrieve_kvp_async(
             return KVS_ERR_PARAM_INVALID;
         };
         let notice = Notice {
-            context: KVS_CMD_RETRIEVE,
-            ks_hd: ks_hd as usize,
             key: key as usize,
             value: value as usize,
             option: opt as usize,
-            private1: private1 as usize,
-            private2: private2 as usize,
-            iter_hd: 0,
-            result_buffer: 0,
-            post_fn,
+            ..Notice::new(KVS_CMD_RETRIEVE, ks_hd, private1, private2, post_fn)
         };
         let key_space = Arc::clone(&arguments.key_space);
         let value_address = value as usize;
@@ -393,16 +381,9 @@ pub unsafe extern "C" fn kvs_delete_kvp_async(
             return KVS_ERR_PARAM_INVALID;
         };
         let notice = Notice {
-            context: KVS_CMD_DELETE,
-            ks_hd: ks_hd as usize,
             key: key as usize,
-            value: 0,
             option: opt as usize,
-            private1: private1 as usize,
-            private2: private2 as usize,
-            iter_hd: 0,
-            result_buffer: 0,
-            post_fn,
+            ..Notice::new(KVS_CMD_DELETE, ks_hd, private1, private2, post_fn)
         };
         let owner = Arc::clone(&key_space);
         let run = move || {
@@ -543,16 +524,9 @@ pub unsafe extern "C" fn kvs_exist_kv_pairs_async(
             Err(code) => return code,
         };
         let notice = Notice {
-            context: KVS_CMD_EXIST,
-            ks_hd: ks_hd as usize,
             key: keys as usize,
-            value: 0,
-            option: 0,
-            private1: private1 as usize,
-            private2: private2 as usize,
-            iter_hd: 0,
             result_buffer: list as usize,
-            post_fn,
+            ..Notice::new(KVS_CMD_EXIST, ks_hd, private1, private2, post_fn)
         };
         let key_space = Arc::clone(&arguments.key_space);
         // SAFETY: the caller keeps `list` and its buffer valid until the callback, after this.

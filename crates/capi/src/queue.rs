@@ -59,6 +59,31 @@ pub struct Notice {
     pub post_fn: unsafe extern "C" fn(*mut KvsPostprocessContext),
 }
 
+impl Notice {
+    /// A notice for a command of `context` on key space `ks_hd` with the caller's pointers; the
+    /// command's own pointers (key, value, option, result buffer) are 0 until set.
+    pub fn new(
+        context: u32,
+        ks_hd: *mut std::ffi::c_void,
+        private1: *mut std::ffi::c_void,
+        private2: *mut std::ffi::c_void,
+        post_fn: unsafe extern "C" fn(*mut KvsPostprocessContext),
+    ) -> Notice {
+        Notice {
+            context,
+            ks_hd: ks_hd as usize,
+            key: 0,
+            value: 0,
+            option: 0,
+            private1: private1 as usize,
+            private2: private2 as usize,
+            iter_hd: 0,
+            result_buffer: 0,
+            post_fn,
+        }
+    }
+}
+
 /// What a command's execution yields: its result and timing.
 pub type Executed = (KvsResult, Timing);
 
