@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_void};
 use std::time::Instant;
 
-use kvssd_device::{NamespaceSpec, PresetKind};
+use kvssd_device::NamespaceSpec;
 
 use crate::commands::count_pairs;
 use crate::errors::result_of;
@@ -86,8 +86,7 @@ pub unsafe extern "C" fn kvs_create_key_space(
         if size > device.capacity_bytes {
             return KVS_ERR_DEV_CAPACITY;
         }
-        let mut spec =
-            NamespaceSpec::new(PresetKind::Lsm(kvssd_engine::Preset::Pink)).with_name(name);
+        let mut spec = NamespaceSpec::new(kvssd_engine::Preset::Pink).with_name(name);
         spec.quota_bytes = (size > 0).then_some(size);
         match device.with_device(|device| device.create_namespace(spec)) {
             Ok(Ok(_)) => KVS_SUCCESS,
