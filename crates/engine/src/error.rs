@@ -61,9 +61,10 @@ pub enum EngineError {
         /// Why it cannot.
         why: &'static str,
     },
-    /// What only a hash index can say (a malformed bucket page).
+    /// What only one engine can say, boxed: a hash index's malformed bucket page (a
+    /// [`crate::hash::HashError`]).
     #[error(transparent)]
-    Hash(Box<crate::hash::HashError>),
+    Index(Box<dyn std::error::Error + Send + Sync>),
     /// A flash operation failed.
     #[error(transparent)]
     Flash(#[from] FlashError),
@@ -86,25 +87,5 @@ impl From<kvssd_flash::codec::DecodeError> for EngineError {
     /// The engines decode bytes only when they restore a saved index state.
     fn from(error: kvssd_flash::codec::DecodeError) -> Self {
         EngineError::CheckpointMalformed(error.0)
-    }
-}
-
-impl From<crate::hash::HashError> for EngineError {
-    /// The hash engine's errors under the engine contract: the engine layer's own as they are, a
-    /// full probe window as the capacity refusal it is, the rest boxed.
-    fn from(error: crate::hash::HashError) -> Self {
-        use crate::hash::HashError;
-        match error {
-            HashError::Engine(error) => error,
-            HashError::TableFull { .. } => {
-                EngineError::CapacityExceeded("every slot of the key's probe window holds a key")
-            }
-            HashError::Unsupported { operation, preset } => EngineError::Unsupported {
-                operation,
-                engine: preset,
-                why: "a hash index keeps no key order",
-            },
-            other => EngineError::Hash(Box::new(other)),
-        }
     }
 }

@@ -61,3 +61,22 @@ impl From<kvssd_flash::codec::DecodeError> for HashError {
         HashError::Engine(error.into())
     }
 }
+
+impl From<HashError> for EngineError {
+    /// The hash engine's errors under the engine contract: the engine layer's own as they are, a
+    /// full probe window as the capacity refusal it is, the rest boxed.
+    fn from(error: HashError) -> Self {
+        match error {
+            HashError::Engine(error) => error,
+            HashError::TableFull { .. } => {
+                EngineError::CapacityExceeded("every slot of the key's probe window holds a key")
+            }
+            HashError::Unsupported { operation, preset } => EngineError::Unsupported {
+                operation,
+                engine: preset,
+                why: "a hash index keeps no key order",
+            },
+            other => EngineError::Index(Box::new(other)),
+        }
+    }
+}

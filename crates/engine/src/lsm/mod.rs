@@ -2,14 +2,14 @@
 //!
 //! * **L0** is a sorted in-DRAM buffer of whole pairs. A **flush** appends its values to data
 //!   segments and merges its keys, with value pointers, into L1's meta segments.
-//! * **L1..Lh-1** are sorted runs of meta segments (one flash page each, see [`segment`]), each
+//! * **L1..Lh-1** are sorted runs of meta segments (one flash page each, see `segment.rs`), each
 //!   level `T` times larger than the one above (leveling). Every level has a **level list** in DRAM
-//!   (see [`level`]). The top `k` levels are **pinned**: their segments live in DRAM, so their
+//!   (see `level.rs`). The top `k` levels are **pinned**: their segments live in DRAM, so their
 //!   merges and lookups do no flash I/O.
 //! * A **GET** searches L0, then each level's list for the one candidate segment, reading it only if
 //!   its level is not pinned (and, in `lightstore`, only if its Bloom filter says so). With `pink`
 //!   a GET reads at most `h - k - 1` meta pages, `h` counting L0 as a level.
-//! * **GC** (see [`gc`]) moves live meta pages and fixes the level lists; for data blocks it asks the
+//! * **GC** (see `gc.rs`) moves live meta pages and fixes the level lists; for data blocks it asks the
 //!   index whether each record is still the newest version of its key, then re-inserts live pairs
 //!   into L0 (`pink`) or rewrites them and their meta segments (`lightstore`).
 //!
