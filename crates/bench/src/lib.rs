@@ -17,6 +17,7 @@
 pub mod flash_bench;
 pub mod gc;
 pub mod kaml_micro;
+pub mod profile;
 pub mod report;
 pub mod runner;
 pub mod seek;

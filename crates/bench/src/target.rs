@@ -7,34 +7,19 @@
 use std::collections::BTreeMap;
 
 use kvssd_device::{
-    Device, DeviceConfig, DeviceError, Durability, NamespaceId, NamespaceInfo, NamespaceSpec,
-    PresetKind, StoreMode,
+    Device, DeviceError, Durability, NamespaceId, NamespaceInfo, NamespaceSpec, PresetKind,
+    StoreMode,
 };
-use kvssd_engine::hash::HashPreset;
-use kvssd_engine::{EngineError, Preset};
+use kvssd_engine::EngineError;
 use kvssd_flash::{Counters, Flash, SimTime};
 
+use crate::profile::BenchProfile;
 use crate::runner::{SimTarget, TargetError};
-use crate::ycsb::BenchProfile;
 
 /// A device of a benchmark profile with one namespace of a preset.
 pub struct DeviceTarget {
     device: Device,
     namespace: NamespaceId,
-}
-
-impl BenchProfile {
-    /// A device configuration for this profile with `durability`: every preset's engine template
-    /// set as the profile sizes it (the LSM template for `preset` when it is an LSM preset).
-    pub fn device_config(&self, preset: PresetKind, durability: Durability) -> DeviceConfig {
-        let mut config = DeviceConfig::new(&self.flash);
-        let lsm = preset.name().parse::<Preset>().unwrap_or(Preset::Pink);
-        config.engine = self.engine_config(lsm);
-        config.hash = self.hash_config(HashPreset::Hash);
-        config.kaml = self.hash_config(HashPreset::Kaml);
-        config.durability = durability;
-        config
-    }
 }
 
 fn failed(error: DeviceError) -> TargetError {

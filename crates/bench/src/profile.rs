@@ -1,0 +1,220 @@
+//! The benchmarks' device and data-set sizes ([`BenchProfile`]) and the device configuration
+//! each preset gets on them.
+
+use kvssd_device::{DeviceConfig, Durability, PresetKind};
+use kvssd_engine::hash::{HashConfig, HashPreset};
+use kvssd_engine::{EngineConfig, Preset};
+use kvssd_flash::Profile;
+
+/// A device and data-set size for the workload benchmarks.
+#[derive(Debug, Clone)]
+pub struct BenchProfile {
+    /// Name users type (`--profile NAME`).
+    pub name: &'static str,
+    /// The simulated flash.
+    pub flash: Profile,
+    /// Keys loaded before the workloads.
+    pub records: u64,
+    /// Requests per workload (A-F).
+    pub operations: u64,
+    /// Closed-loop clients.
+    pub clients: u32,
+    /// Key size, bytes.
+    pub key_bytes: usize,
+    /// Value size, bytes.
+    pub value_bytes: usize,
+    /// L0 (write buffer) size, bytes.
+    pub l0_bytes: u64,
+    /// Size factor between levels.
+    pub size_factor: u32,
+    /// Capacity of L1 in entries.
+    pub l1_entries: u64,
+    /// Levels below L0; the last one takes whatever the levels above it do not hold.
+    pub levels_below_l0: u32,
+    /// DRAM budget for indexing, as a fraction of the flash capacity.
+    pub dram_fraction: f64,
+}
+
+impl BenchProfile {
+    /// Names accepted by [`BenchProfile::by_name`].
+    pub const NAMES: [&'static str; 2] = ["default", "paper"];
+
+    /// PinK's setup scaled down so that Load and A-F for three presets run in minutes on a laptop:
+    /// the same card (8 x 8 dies, 8 KiB pages, 2 MiB blocks) with 1/16 of the capacity (4 GiB), the
+    /// same DRAM ratio for indexing (0.1%), the same key and value sizes, a data set that fills it to
+    /// 69% like PinK's 44 GB on 64 GB, and the same tree shape: L0 and four levels below it (h = 5),
+    /// L1-L3 pinned in DRAM, only the last level on flash. (Smaller devices leave too few blocks: 64
+    /// append points keep 128 blocks open, and GC keeps its reserve.)
+    pub fn scaled() -> BenchProfile {
+        BenchProfile {
+            name: "default",
+            flash: Profile::pink_with_blocks(32),
+            records: 2_800_000,
+            operations: 100_000,
+            clients: 64,
+            key_bytes: 32,
+            value_bytes: 1024,
+            l0_bytes: 64 << 10,
+            size_factor: 10,
+            l1_entries: 500,
+            levels_below_l0: 4,
+            dram_fraction: 0.001,
+        }
+    }
+
+    /// PinK's evaluation at full size (§5.1): 64 GiB, 64 MiB of DRAM for indexing, 44M pairs of 32 B
+    /// keys and 1 KiB values, 10M requests per workload, 64 clients.
+    pub fn paper() -> BenchProfile {
+        BenchProfile {
+            name: "paper",
+            flash: Profile::pink(),
+            records: 44_000_000,
+            operations: 10_000_000,
+            l0_bytes: 1 << 20,
+            l1_entries: 10_000,
+            ..BenchProfile::scaled()
+        }
+    }
+
+    /// The same profile on a card with `blocks_per_die` blocks per die. What is sized by capacity
+    /// scales with it: the pairs loaded (Load leaves the card as full as before, 69%), L0 and L1, so
+    /// every level keeps its share of the data (the last level's size over L3's stays as it was:
+    /// whole-level merges into it cost in proportion). Per-die costs (an open block per log and
+    /// stream, the GC reserve) do not: this is how to see what the default profile's 1/16 of PinK's
+    /// capacity does to GC.
+    pub fn with_blocks_per_die(mut self, blocks_per_die: u32) -> Result<BenchProfile, String> {
+        let base = self.flash.geometry.blocks_per_die;
+        let mut geometry = self.flash.geometry;
+        geometry.blocks_per_die = blocks_per_die;
+        geometry
+            .validate()
+            .map_err(|error| format!("--blocks-per-die {blocks_per_die}: {error}"))?;
+        kvssd_space::SpaceConfig::for_geometry(&geometry)
+            .check(&geometry)
+            .map_err(|error| format!("--blocks-per-die {blocks_per_die}: {error}"))?;
+        let scale = |value: u64| -> Result<u64, String> {
+            let scaled = u128::from(value) * u128::from(blocks_per_die) / u128::from(base.max(1));
+            match u64::try_from(scaled) {
+                Ok(scaled) if scaled > 0 => Ok(scaled),
+                _ => Err(format!(
+                    "--blocks-per-die {blocks_per_die}: the profile cannot be scaled to this size"
+                )),
+            }
+        };
+        self.records = scale(self.records)?;
+        self.l1_entries = scale(self.l1_entries)?;
+        self.l0_bytes = scale(self.l0_bytes)?;
+        self.flash.geometry = geometry;
+        Ok(self)
+    }
+
+    /// The profile with a name, if there is one.
+    pub fn by_name(name: &str) -> Option<BenchProfile> {
+        match name {
+            "default" => Some(BenchProfile::scaled()),
+            "paper" => Some(BenchProfile::paper()),
+            _ => None,
+        }
+    }
+
+    /// The engine configuration of a preset on this profile.
+    pub fn engine_config(&self, preset: Preset) -> EngineConfig {
+        let mut config = EngineConfig::new(preset, &self.flash.geometry);
+        let geometry = &self.flash.geometry;
+        config.l0_bytes = self.l0_bytes;
+        config.size_factor = self.size_factor;
+        config.l1_entries = self.l1_entries;
+        config.levels_max = self.levels_below_l0;
+        // PinK's budget (0.1% of capacity) is for indexing: level lists and pinned segments. Its write
+        // buffer comes on top (§5.1), and so does the engine's reservation for it: L0, the largest
+        // value, and for GC re-insertion a block's worth of relocated values.
+        let indexing = (geometry.capacity_bytes() as f64 * self.dram_fraction) as u64;
+        // `pink-gcrewrite` is `pink` with another GC policy and gets `pink`'s DRAM, so the two
+        // differ in the policy alone.
+        let reinsertion = if config.features.gc == kvssd_engine::GcPolicy::Reinsert
+            || preset == Preset::PinkGcRewrite
+        {
+            geometry.block_bytes()
+        } else {
+            0
+        };
+        config.dram_budget_bytes =
+            indexing + self.l0_bytes + config.value_bytes_max(geometry) as u64 + reinsertion;
+        config.expected_key_bytes = self.key_bytes as u32;
+        config.expected_value_bytes = self.value_bytes as u32;
+        config
+    }
+}
+
+impl BenchProfile {
+    /// The hash engine configuration of a preset on this profile. `hash` gets the same indexing
+    /// DRAM as the LSM presets (0.1% of capacity) plus its write buffer, as PinK's baseline; `kaml`
+    /// keeps its whole table in DRAM, as KAML assumes, so its budget is sized to hold it.
+    pub fn hash_config(&self, preset: HashPreset) -> HashConfig {
+        let geometry = &self.flash.geometry;
+        let mut config = HashConfig::new(preset, geometry);
+        config.expected_key_bytes = self.key_bytes as u32;
+        config.expected_value_bytes = self.value_bytes as u32;
+        // The same write buffer as the LSM presets' L0, as PinK gives every design (§5.1): a larger
+        // one would serve more reads of recent writes from DRAM and flatter the hash designs.
+        config.write_buffer_bytes = self.l0_bytes;
+        let indexing = (geometry.capacity_bytes() as f64 * self.dram_fraction) as u64;
+        config.dram_budget_bytes = match preset {
+            HashPreset::Hash => indexing + config.write_buffer_bytes,
+            // Slots of 16 bytes at load factor 0.5 after doubling, for every pair the device holds.
+            HashPreset::Kaml => {
+                let pairs = geometry.capacity_bytes() / (self.key_bytes + self.value_bytes) as u64;
+                pairs * 16 * 4 + config.write_buffer_bytes
+            }
+        };
+        config
+    }
+}
+
+/// Presets the benchmarks accept: every preset of the device.
+pub fn preset_names() -> Vec<&'static str> {
+    PresetKind::ALL.iter().map(|preset| preset.name()).collect()
+}
+
+impl BenchProfile {
+    /// A device configuration for this profile with `durability`: every preset's engine template
+    /// set as the profile sizes it (the LSM template for `preset` when it is an LSM preset).
+    pub fn device_config(&self, preset: PresetKind, durability: Durability) -> DeviceConfig {
+        let mut config = DeviceConfig::new(&self.flash);
+        let lsm = preset.name().parse::<Preset>().unwrap_or(Preset::Pink);
+        config.engine = self.engine_config(lsm);
+        config.hash = self.hash_config(HashPreset::Hash);
+        config.kaml = self.hash_config(HashPreset::Kaml);
+        config.durability = durability;
+        config
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BenchProfile;
+
+    #[test]
+    fn profile_sized_by_blocks_per_die_keeps_the_fill() {
+        let base = BenchProfile::scaled();
+        let doubled = BenchProfile::scaled()
+            .with_blocks_per_die(2 * base.flash.geometry.blocks_per_die)
+            .expect("a card twice the size is valid");
+        assert_eq!(
+            doubled.flash.geometry.capacity_bytes(),
+            2 * base.flash.geometry.capacity_bytes()
+        );
+        assert_eq!(doubled.records, 2 * base.records);
+        assert_eq!(doubled.l1_entries, 2 * base.l1_entries);
+        assert_eq!(doubled.l0_bytes, 2 * base.l0_bytes);
+        // The rest of the shape stays as it was.
+        assert_eq!(doubled.levels_below_l0, base.levels_below_l0);
+        assert_eq!(doubled.size_factor, base.size_factor);
+        assert_eq!(doubled.dram_fraction, base.dram_fraction);
+
+        let error = BenchProfile::scaled()
+            .with_blocks_per_die(1)
+            .expect_err("64 blocks cannot hold 64 logs' open blocks");
+        assert!(error.contains("open blocks"), "{error}");
+    }
+}
