@@ -19,17 +19,19 @@
 //! their records are garbage that GC may already have erased, which is not a problem.
 //!
 //! Log pages after a crash may end in a torn page until the next checkpoint trims the log; run the
-//! check after [`Device::checkpoint`] (as `kvssd check` does) so that a problem there is real.
+//! check after [`crate::Device::checkpoint`] (as `kvssd check` does) so that a problem there is real.
+//! [`crate::Device::check`] runs it.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 use kvssd_engine::lsm::inspect::{decode_meta_page, IndexEntry};
+use kvssd_engine::LevelsView;
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{PageIndex, RecordPointer, Space};
 
 use crate::durability::recovery;
-use crate::{Device, NamespaceId, Result};
+use crate::{NamespaceId, Result};
 
 /// One problem the checker found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,44 +101,35 @@ fn printable(key: &[u8]) -> String {
         .collect()
 }
 
-impl Device {
-    /// Reads every live page and checks the index invariants (see the module documentation).
-    /// Returns the report (its problems empty when the device is consistent) and the completion
-    /// time. An `Err` means the check itself could not run, not that a problem was found.
-    pub fn check(&self, at: SimTime) -> Result<(CheckReport, SimTime)> {
-        let mut core = self.lock()?;
-        let core = &mut *core;
-        let mut report = CheckReport::default();
-        let mut t = at;
-        if core.journal.is_some() {
-            t = check_durable(&mut core.space, t, &mut report)?;
-        }
-        for (&id, namespace) in &core.namespaces {
-            report.namespaces += 1;
-            let Some(view) = namespace.engine.levels_view() else {
-                // Engines without sorted levels have nothing here to check.
-                report.namespaces_skipped += 1;
-                continue;
-            };
-            let mut checker = TreeChecker {
-                space: &mut core.space,
-                namespace: NamespaceId(id),
-                report: &mut report,
-                newer: view.l0.into_iter().map(|(key, _)| key).collect(),
-                t,
-            };
-            for (level, segments) in view.levels.iter().enumerate() {
-                checker.report.levels += 1;
-                checker.level(level + 1, segments);
-            }
-            t = checker.t;
-        }
-        Ok((report, t))
+/// Checks one namespace's levels: L0's keys and each level's list (see the module documentation);
+/// returns when the reads complete.
+pub(crate) fn check_levels(
+    space: &mut Space,
+    namespace: NamespaceId,
+    view: LevelsView,
+    at: SimTime,
+    report: &mut CheckReport,
+) -> SimTime {
+    let mut checker = TreeChecker {
+        space,
+        namespace,
+        report,
+        newer: view.l0.into_iter().map(|(key, _)| key).collect(),
+        t: at,
+    };
+    for (level, segments) in view.levels.iter().enumerate() {
+        checker.report.levels += 1;
+        checker.level(level + 1, segments);
     }
+    checker.t
 }
 
 /// Checks the checkpoint and live log the newest superblock copy names.
-fn check_durable(space: &mut Space, at: SimTime, report: &mut CheckReport) -> Result<SimTime> {
+pub(crate) fn check_durable(
+    space: &mut Space,
+    at: SimTime,
+    report: &mut CheckReport,
+) -> Result<SimTime> {
     let flash = space.flash_mut();
     let geometry = *flash.geometry();
     let mut t = at;

@@ -321,22 +321,12 @@ fn execute(
 }
 
 fn flash_operations(device: &Device) -> u64 {
-    device
-        .lock()
-        .map_or(0, |core| core.space.flash().operations())
+    device.flash_operations()
 }
 
 /// Whether every record logged so far is durable (always, without a log).
 fn all_durable(device: &Device) -> bool {
-    let Ok(core) = device.lock() else {
-        return false;
-    };
-    match &core.journal {
-        None => true,
-        Some(shared) => shared
-            .lock()
-            .is_ok_and(|journal| journal.durable_lsn.map_or(0, |lsn| lsn + 1) >= journal.next_lsn),
-    }
+    device.all_records_durable()
 }
 
 /// Runs the workload with power cut after `cut_after` flash operations (`None`: no cut).

@@ -3,8 +3,12 @@
 
 mod batch;
 mod commands;
+mod consistency;
 mod iterators;
+mod logging;
 mod namespaces;
+mod open;
+mod power;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
@@ -15,19 +19,16 @@ use kvssd_space::Space;
 
 use crate::{
     BatchOp, ByteRange, DeviceError, DeviceStats, IterOptions, IteratorId, IteratorInfo,
-    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Pairs, PresetKind, Retrieved, StoreMode,
-    KEY_BYTES_MAX, VALUE_BYTES_MAX,
+    NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Pairs, PresetKind, Result, Retrieved,
+    StoreMode, KEY_BYTES_MAX, VALUE_BYTES_MAX,
 };
 
 pub use crate::config::{DeviceConfig, Durability};
 
-/// The result type of the device.
-pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
-
 /// A namespace: its attributes and its index, whatever engine the preset opened.
-pub(crate) struct Namespace {
-    pub(crate) spec: NamespaceSpec,
-    pub(crate) engine: Box<dyn Engine>,
+struct Namespace {
+    spec: NamespaceSpec,
+    engine: Box<dyn Engine>,
 }
 
 struct OpenIterator {
@@ -37,27 +38,28 @@ struct OpenIterator {
     token: u64,
 }
 
-/// Everything behind the device's lock.
+/// Everything behind the device's lock. Its fields are this module's: the command modules below
+/// it use them, nothing else in the crate does.
 pub(crate) struct Core {
-    pub(crate) space: Space,
-    pub(crate) config: DeviceConfig,
-    pub(crate) value_bytes_max: usize,
-    pub(crate) namespaces: BTreeMap<u32, Namespace>,
-    pub(crate) next_namespace: u32,
+    space: Space,
+    config: DeviceConfig,
+    value_bytes_max: usize,
+    namespaces: BTreeMap<u32, Namespace>,
+    next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
     next_iterator: u64,
     /// Iterators closed because their namespace was deleted (so `next` can say why).
     orphaned: BTreeSet<u64>,
     device_gc_victims: u64,
     /// The durable structures, with a write-ahead log (shared with the space layer's erase hook).
-    pub(crate) journal: Option<std::sync::Arc<Mutex<crate::durability::journal::Journal>>>,
+    journal: Option<std::sync::Arc<Mutex<crate::durability::journal::Journal>>>,
     /// Sum of the trees' activity counts at the last checkpoint.
-    pub(crate) activity_at_checkpoint: u64,
-    pub(crate) recovery: Option<crate::durability::RecoveryReport>,
+    activity_at_checkpoint: u64,
+    recovery: Option<crate::durability::RecoveryReport>,
     /// With power-loss protection: the durable structures the dump at a power cut updates.
-    pub(crate) plp: Option<crate::durability::journal::Journal>,
+    plp: Option<crate::durability::journal::Journal>,
     /// With power-loss protection: what the last dump wrote.
-    pub(crate) last_dump: Option<crate::durability::plp::DumpReport>,
+    last_dump: Option<crate::durability::plp::DumpReport>,
 }
 
 /// A key-value SSD: namespaces of different engines sharing one flash array, the command set of
@@ -75,12 +77,17 @@ pub(crate) struct Core {
 /// occupies dies, channels and controller cores. Callers driving simulated time from several
 /// threads must issue commands in non-decreasing simulated time (the flash model's rule).
 pub struct Device {
-    pub(crate) core: Mutex<Core>,
+    core: Mutex<Core>,
+}
+
+/// A poisoned lock: a thread panicked while holding it.
+fn poisoned<T>(_: T) -> DeviceError {
+    DeviceError::Poisoned
 }
 
 impl Core {
     /// A core over a space, with no namespace and no durability.
-    pub(crate) fn new(space: Space, config: DeviceConfig) -> Core {
+    fn new(space: Space, config: DeviceConfig) -> Core {
         let value_bytes_max = config
             .engine
             .value_bytes_max(space.geometry())
@@ -126,7 +133,7 @@ impl Device {
     /// [`Device::recovery_report`]); anything else is a typed error naming what is wrong.
     pub fn open(flash: Flash, config: DeviceConfig) -> Result<Device> {
         if config.durability != Durability::Volatile {
-            return crate::durability::open::open_durable(flash, config);
+            return Device::open_durable(flash, config);
         }
         let space = Space::open(flash, config.space.clone())?;
         Ok(Device {
@@ -134,8 +141,14 @@ impl Device {
         })
     }
 
-    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, Core>> {
-        self.core.lock().map_err(|_| DeviceError::Poisoned)
+    fn lock(&self) -> Result<MutexGuard<'_, Core>> {
+        self.core.lock().map_err(poisoned)
+    }
+
+    /// Flash operations issued so far (the crash harness counts its crash points in them).
+    pub(crate) fn flash_operations(&self) -> u64 {
+        self.lock()
+            .map_or(0, |core| core.space.flash().operations())
     }
 
     /// Longest value this device takes (2 MiB, or less on tiny geometries).

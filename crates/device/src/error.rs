@@ -6,6 +6,9 @@ use kvssd_space::SpaceError;
 
 use crate::{IteratorId, NamespaceId};
 
+/// The result type of the device.
+pub type Result<T, E = DeviceError> = std::result::Result<T, E>;
+
 /// Why a command was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum DeviceError {

@@ -18,8 +18,9 @@
 //! completes. Every violation is a typed [`DeviceError`] with a one-line message, and a refused
 //! command changes nothing. Threading: see [`Device`]. Design: `docs/design.md` §17.
 //!
-//! * [`durability`]: the on-flash formats that make acknowledged writes survive power loss — the
-//!   write-ahead log's record framing and the superblock.
+//! * [`durability`]: the layer under the commands that makes acknowledged writes survive power
+//!   loss — the on-flash formats (log framing, superblock, log records, checkpoints, the
+//!   power-loss dump) and the code that reads and writes them; the device decides when.
 //!
 //! ```
 //! use kvssd_device::{
@@ -64,9 +65,9 @@ mod file_config;
 mod presets;
 mod types;
 
-pub use device::{supports_iterators, Device, DeviceConfig, Durability, Result};
+pub use device::{supports_iterators, Device, DeviceConfig, Durability};
 pub use durability::{RecoveryReport, SyncPolicy};
-pub use error::DeviceError;
+pub use error::{DeviceError, Result};
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,
     NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Pairs, PresetKind, Retrieved, StoreMode,

@@ -9,7 +9,7 @@ use super::{check_key, Core};
 use crate::{BatchOp, DeviceError, NamespaceId, Result, StoreMode};
 
 impl Core {
-    pub(crate) fn batch(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
+    pub(super) fn batch(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
         let refuse = |index: usize, error: DeviceError| DeviceError::BatchOperation {
             index,
             source: Box::new(error),

@@ -115,7 +115,7 @@ impl Core {
     }
 
     /// The space and a namespace's index, borrowed together.
-    pub(crate) fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut dyn Engine)> {
+    pub(super) fn split(&mut self, id: NamespaceId) -> Result<(&mut Space, &mut dyn Engine)> {
         let engine = match self.namespaces.get_mut(&id.0) {
             Some(namespace) => namespace.engine.as_mut(),
             None => return Err(DeviceError::NamespaceUnknown(id)),
@@ -125,7 +125,7 @@ impl Core {
 
     /// Collects victims of any namespace while free blocks are below the device-wide threshold
     /// (or, when `eager`, while any namespace offers one and the pool is below twice that).
-    pub(crate) fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
+    pub(super) fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
         let mut t = at;
         let target = if eager {
             2 * self.config.gc_threshold_blocks

@@ -27,7 +27,7 @@ fn check_namespace_name(name: &str) -> Result<()> {
 }
 
 impl Core {
-    pub(crate) fn create_namespace(&mut self, spec: NamespaceSpec) -> Result<NamespaceId> {
+    pub(super) fn create_namespace(&mut self, spec: NamespaceSpec) -> Result<NamespaceId> {
         if self.namespaces.len() >= self.config.namespaces_max {
             return Err(DeviceError::NamespacesExhausted {
                 max: self.config.namespaces_max,
@@ -70,7 +70,7 @@ impl Core {
     }
 
     /// The index of a namespace `id` of `preset`: empty, or restored from a checkpoint's bytes.
-    pub(crate) fn open_engine(
+    pub(super) fn open_engine(
         &self,
         id: u32,
         preset: PresetKind,

@@ -6,8 +6,8 @@
 //! (`super::checkpoint`: the namespace table, the space layer's state and every index's DRAM
 //! state — L0, level lists, pinned segments, Bloom filters, hash directories, dirty bucket pages,
 //! in-DRAM tables and write buffers) into free blocks, then a superblock copy naming it. Only then
-//! does the flash lose power. Recovery loads the dump, writes a superblock copy that names no dump
-//! ("running") and erases the dump. A superblock that names no dump at open means the last dump
+//! does the flash lose power. Recovery (the device's `open` module) loads the dump, writes a
+//! superblock copy that names no dump ("running") and erases the dump. A superblock that names no dump at open means the last dump
 //! did not complete (the capacitor ran out): open refuses with [`crate::DeviceError::DumpMissing`]
 //! rather than load stale state.
 //!
@@ -16,18 +16,12 @@
 //! layer's state, in log-framed pages, plus one open data page per namespace and log, plus one
 //! superblock page and at most one erase (the superblock block, when full).
 
-use std::sync::Mutex;
-use std::time::Instant;
+use kvssd_flash::{Geometry, SimTime, TimingProfile};
+use kvssd_space::Space;
 
-use kvssd_flash::{Flash, Geometry, SimTime, TimingProfile};
-use kvssd_space::{Space, SpaceError};
-
-use crate::device::{Core, Namespace};
-use crate::durability::checkpoint::{Mode, Root};
-use crate::durability::journal::{Journal, SyncPolicy, SUPERBLOCK_BLOCKS};
+use crate::durability::journal::Journal;
 use crate::durability::log::{FRAGMENT_HEADER_BYTES, PAGE_HEADER_BYTES};
-use crate::durability::recovery::{self, RecoveryReport};
-use crate::{Device, DeviceConfig, DeviceError, PresetKind, Result};
+use crate::{DeviceConfig, PresetKind, Result};
 
 /// An index's dump is at most this many times the DRAM it accounts for (plus
 /// [`DUMP_NAMESPACE_OVERHEAD_BYTES`]): the encodings store keys and pointers with a few bytes of
@@ -114,145 +108,29 @@ pub fn dump_bound(config: &DeviceConfig, geometry: &Geometry, presets: &[PresetK
     }
 }
 
-impl Core {
-    /// The dump bound for the namespaces the device holds now.
-    pub(crate) fn plp_dump_bound(&self) -> DumpBound {
-        let presets: Vec<PresetKind> = self
-            .namespaces
-            .values()
-            .map(|namespace: &Namespace| namespace.spec.preset)
-            .collect();
-        dump_bound(&self.config, self.space.geometry(), &presets)
-    }
-
-    /// Writes the dump: every index's state as a part, then a checkpoint record and a superblock
-    /// copy naming it.
-    pub(crate) fn write_dump(&mut self, at: SimTime) -> Result<DumpReport> {
-        let bound = self.plp_dump_bound();
-        let Some(mut journal) = self.plp.take() else {
-            return Err(DeviceError::Unsupported(
-                "the device does not run with power-loss protection".into(),
-            ));
-        };
-        journal.next_namespace = self.next_namespace;
-        journal.namespaces = self
-            .namespaces
-            .iter()
-            .map(|(&id, namespace)| (id, namespace.spec.clone()))
-            .collect();
-        self.publish_engine_states(0);
-        let record_bytes = self
-            .space
-            .parts()
-            .values()
-            .map(|part| part.bytes.len() as u64)
-            .sum::<u64>();
-        let before = self.space.flash().counters();
-        let result = journal.checkpoint(&mut self.space, at, true);
-        let after = self.space.flash().counters();
-        self.plp = Some(journal);
-        let done = result?;
-        let delta = after.total() - before.total();
-        let (programmed, erased) = (delta.programs, delta.erases);
-        Ok(DumpReport {
-            record_bytes,
-            page_programs: programmed,
-            erases: erased,
-            simulated_ns: done.saturating_sub(at),
-            bound,
-        })
-    }
-}
-
-/// Formats a blank array for power-loss protection: superblock blocks reserved, a superblock copy
-/// that names no dump.
-pub(crate) fn format(flash: Flash, config: DeviceConfig) -> Result<Device> {
-    let at = flash.quiescent_at();
-    let mut space = Space::open(flash, config.space.clone()).map_err(|error| match error {
-        SpaceError::Config(what) if what.contains("not erased") => DeviceError::NotADevice,
-        other => DeviceError::Space(other),
-    })?;
-    for block in SUPERBLOCK_BLOCKS {
-        space.reserve_block(block)?;
-    }
-    let mut journal = Journal::fresh(&space, Mode::Plp, SyncPolicy::EveryCommand)?;
-    journal.mark_running(&mut space, at)?;
-    let mut core = Core::new(space, config);
-    core.plp = Some(journal);
-    Ok(Device {
-        core: Mutex::new(core),
-    })
-}
-
-/// Recovers a device from the dump its superblock names.
-pub(crate) fn recover(
-    mut flash: Flash,
-    config: DeviceConfig,
-    sequence: u64,
-    root: Root,
-    next_pages: [u32; 2],
-    start: SimTime,
+/// Writes the dump from the parts the device published (every index's state) and the journal's
+/// namespace table: a checkpoint record and a superblock copy naming it. Reports what it wrote,
+/// measured from the flash counters, beside `bound`.
+pub(crate) fn write_dump(
+    journal: &mut Journal,
+    space: &mut Space,
     at: SimTime,
-) -> Result<Device> {
-    let wall = Instant::now();
-    if root.checkpoint.is_none() {
-        return Err(DeviceError::DumpMissing);
-    }
-    let (checkpoint, checkpoint_pages, t) = recovery::read_checkpoint(&mut flash, at, &root)?;
-    let mut system: std::collections::BTreeSet<u64> = SUPERBLOCK_BLOCKS.into_iter().collect();
-    if let Some(location) = &root.checkpoint {
-        system.extend(location.extents.iter().map(|extent| extent.block));
-    }
-    let (mut core, mut t) = recovery::restore_core(flash, config, &checkpoint, &system, t)?;
-    let mut journal = Journal::resume(
-        &core.space,
-        Mode::Plp,
-        SyncPolicy::EveryCommand,
-        sequence,
-        next_pages,
-        root.next_log_id,
-    )?;
-    journal.adopt(&root);
-    t = journal.mark_running(&mut core.space, t)?;
-    core.plp = Some(journal);
-    core.recovery = Some(RecoveryReport {
-        superblock_sequence: sequence,
-        checkpoint_lsn: checkpoint.next_lsn,
-        checkpoint_pages,
-        namespaces: checkpoint.namespaces.len(),
-        log_pages_read: 0,
-        records_found: 0,
-        records_replayed: 0,
-        operations_replayed: 0,
-        log_end: "no log (power-loss protection)".into(),
-        simulated_ns: t.saturating_sub(start),
-        wall: wall.elapsed(),
-    });
-    Ok(Device {
-        core: Mutex::new(core),
+    bound: DumpBound,
+) -> Result<DumpReport> {
+    let record_bytes = space
+        .parts()
+        .values()
+        .map(|part| part.bytes.len() as u64)
+        .sum::<u64>();
+    let before = space.flash().counters();
+    let done = journal.checkpoint(space, at, true)?;
+    let after = space.flash().counters();
+    let delta = after.total() - before.total();
+    Ok(DumpReport {
+        record_bytes,
+        page_programs: delta.programs,
+        erases: delta.erases,
+        simulated_ns: done.saturating_sub(at),
+        bound,
     })
-}
-
-impl Device {
-    /// Power fails at `at`. With power-loss protection the device first writes its dump on the
-    /// capacitor's energy (returned: what it wrote and the bound it had to meet); then the flash
-    /// loses power, and every later command fails until the flash is opened again. Without PLP
-    /// the flash simply loses power (`None`).
-    pub fn power_cut(&self, at: SimTime) -> Result<Option<DumpReport>> {
-        let mut core = self.lock()?;
-        let report = if core.plp.is_some() {
-            let report = core.write_dump(at)?;
-            core.last_dump = Some(report);
-            Some(report)
-        } else {
-            None
-        };
-        core.space.flash_mut().cut_power();
-        Ok(report)
-    }
-
-    /// The most the dump at a power cut may write for the namespaces the device holds now.
-    pub fn plp_dump_bound(&self) -> Result<DumpBound> {
-        Ok(self.lock()?.plp_dump_bound())
-    }
 }

@@ -3,18 +3,14 @@
 
 use std::time::Duration;
 
-use std::collections::BTreeSet;
-
 use kvssd_flash::{Flash, FlashError, PageAddress, Purpose, SimTime};
-use kvssd_space::{Space, SpaceError};
 
-use crate::device::{Core, Namespace};
 use crate::durability::checkpoint::{Checkpoint, Root};
 use crate::durability::journal::SUPERBLOCK_BLOCKS;
 use crate::durability::log::{LogEnd, LogReader};
 use crate::durability::superblock::{self, SuperblockError};
 use crate::durability::wal::{self, WalRecord};
-use crate::{DeviceConfig, DeviceError};
+use crate::DeviceError;
 
 /// Reads of one page tried before a checksum failure is taken as final: bit flips on read are
 /// transient, a torn page fails every time.
@@ -198,70 +194,4 @@ pub(crate) fn read_log(
         records.push((lsn, record));
     }
     Ok((records, pages, end, t))
-}
-
-/// Rebuilds the device's DRAM state from a checkpoint (or a power-loss dump): the space layer, with
-/// `system` blocks (superblock, log, the checkpoint itself) kept out of its pool; every namespace's
-/// engine from its saved part; then each index's valid bytes, recounted by reading it.
-pub(crate) fn restore_core(
-    flash: Flash,
-    config: DeviceConfig,
-    checkpoint: &Checkpoint,
-    system: &BTreeSet<u64>,
-    at: SimTime,
-) -> Result<(Core, SimTime), DeviceError> {
-    let (space, mut t) = Space::restore(flash, config.space.clone(), &checkpoint.space, system, at)
-        .map_err(|error| match error {
-            SpaceError::Malformed { what, .. } => DeviceError::CheckpointCorrupt(what.into()),
-            other => DeviceError::Space(other),
-        })?;
-    let mut core = Core::new(space, config);
-    core.next_namespace = checkpoint.next_namespace;
-    for (id, spec) in &checkpoint.namespaces {
-        let saved = checkpoint
-            .parts
-            .iter()
-            .find(|(namespace, _, _)| namespace == id)
-            .map(|(_, _, bytes)| bytes.as_slice());
-        let engine = core.open_engine(*id, spec.preset, saved)?;
-        if let Some(logs) = &spec.logs {
-            // Only takes effect for a namespace that never wrote (its writer was not saved).
-            let _ = core.space.set_namespace_logs(*id, logs);
-        }
-        core.namespaces.insert(
-            *id,
-            Namespace {
-                spec: spec.clone(),
-                engine,
-            },
-        );
-    }
-    for namespace in core.namespaces.values_mut() {
-        t = namespace
-            .engine
-            .account_valid(&mut core.space, t)
-            .map_err(|error| DeviceError::Recovery(format!("reading the index: {error}")))?;
-    }
-    Ok((core, t))
-}
-
-impl Core {
-    /// Publishes every namespace's engine state as the part the next checkpoint or dump saves
-    /// (replayed from log record `replay_from` on), and drops the parts of deleted namespaces.
-    pub(crate) fn publish_engine_states(&mut self, replay_from: u64) {
-        for (&id, namespace) in &self.namespaces {
-            let state = namespace.engine.durable_state();
-            self.space.publish_part_at(id, replay_from, state);
-        }
-        let stale: Vec<u32> = self
-            .space
-            .parts()
-            .keys()
-            .copied()
-            .filter(|id| !self.namespaces.contains_key(id))
-            .collect();
-        for id in stale {
-            self.space.remove_part(id);
-        }
-    }
 }

@@ -1,0 +1,279 @@
+//! The write-ahead log under the device's commands: every command is logged before it is applied,
+//! checkpoints follow the indexes' flash activity, and replay at recovery applies logged
+//! operations as a batch. The durability layer below frames the records and writes the log, the
+//! checkpoints and the superblock.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use kvssd_flash::SimTime;
+
+use super::{poisoned, Core};
+use crate::durability::journal::Journal;
+use crate::durability::wal::{WalOp, WalRecord};
+use crate::{BatchOp, Device, DeviceError, Result};
+
+impl Core {
+    /// Copies the namespace table into the journal (it goes into every checkpoint).
+    pub(super) fn sync_table(&mut self) -> Result<()> {
+        let Some(shared) = self.journal.clone() else {
+            return Ok(());
+        };
+        self.sync_table_with(&shared)
+    }
+
+    pub(super) fn sync_table_with(&mut self, shared: &Arc<Mutex<Journal>>) -> Result<()> {
+        let mut journal = shared.lock().map_err(poisoned)?;
+        journal.next_namespace = self.next_namespace;
+        journal.namespaces = self
+            .namespaces
+            .iter()
+            .map(|(&id, namespace)| (id, namespace.spec.clone()))
+            .collect();
+        Ok(())
+    }
+
+    fn activity(&self) -> u64 {
+        self.namespaces
+            .values()
+            .map(|namespace| namespace.engine.activity_count())
+            .sum()
+    }
+
+    /// Publishes every tree's state and writes a checkpoint that trims the log.
+    pub(super) fn full_checkpoint(&mut self, at: SimTime) -> Result<SimTime> {
+        let Some(shared) = self.journal.clone() else {
+            return Ok(at);
+        };
+        self.sync_table_with(&shared)?;
+        let mut journal = shared.lock().map_err(poisoned)?;
+        let next_lsn = journal.next_lsn;
+        self.publish_engine_states(next_lsn);
+        self.space.set_replay_lsn(next_lsn);
+        let t = journal.checkpoint(&mut self.space, at, true)?;
+        drop(journal);
+        self.activity_at_checkpoint = self.activity();
+        Ok(t)
+    }
+
+    /// With a log: a checkpoint after a namespace was created or deleted.
+    pub(super) fn checkpoint_if_durable(&mut self) -> Result<()> {
+        if self.journal.is_some() {
+            let at = self.space.flash().quiescent_at();
+            self.full_checkpoint(at)?;
+        }
+        Ok(())
+    }
+
+    fn append(&mut self, at: SimTime, record: &WalRecord) -> Result<SimTime> {
+        let Some(shared) = self.journal.clone() else {
+            return Ok(at);
+        };
+        let (lsn, t) = shared
+            .lock()
+            .map_err(poisoned)?
+            .append(&mut self.space, at, record)?;
+        self.space.set_replay_lsn(lsn);
+        Ok(t)
+    }
+
+    pub(super) fn log_namespace_created(
+        &mut self,
+        id: u32,
+        spec: &crate::NamespaceSpec,
+    ) -> Result<()> {
+        let at = self.space.flash().quiescent_at();
+        self.append(
+            at,
+            &WalRecord::CreateNamespace {
+                namespace: id,
+                spec: spec.clone(),
+            },
+        )?;
+        Ok(())
+    }
+
+    pub(super) fn log_namespace_deleted(&mut self, at: SimTime, id: u32) -> Result<SimTime> {
+        let t = self.append(at, &WalRecord::DeleteNamespace { namespace: id })?;
+        self.space.remove_part(id);
+        Ok(t)
+    }
+
+    /// Logs a validated batch (stores as upserts) before it is applied.
+    pub(super) fn log_operations(
+        &mut self,
+        at: SimTime,
+        operations: &[BatchOp],
+    ) -> Result<SimTime> {
+        if self.journal.is_none() {
+            return Ok(at);
+        }
+        let ops = operations
+            .iter()
+            .map(|operation| match operation {
+                BatchOp::Store {
+                    namespace,
+                    key,
+                    value,
+                    ..
+                } => WalOp::Store {
+                    namespace: namespace.0,
+                    key: key.clone(),
+                    value: value.clone(),
+                },
+                BatchOp::Delete { namespace, key } => WalOp::Delete {
+                    namespace: namespace.0,
+                    key: key.clone(),
+                },
+            })
+            .collect();
+        self.append(at, &WalRecord::Ops(ops))
+    }
+
+    /// After a logged command: a checkpoint if the trees wrote or erased flash structure, or the
+    /// log has grown to its limit.
+    pub(super) fn after_logged_command(&mut self, at: SimTime) -> Result<SimTime> {
+        let Some(shared) = self.journal.clone() else {
+            return Ok(at);
+        };
+        let log_blocks = shared.lock().map_err(poisoned)?.log_blocks();
+        if self.activity() != self.activity_at_checkpoint
+            || log_blocks >= self.config.checkpoint_log_blocks.max(1)
+        {
+            return self.full_checkpoint(at);
+        }
+        Ok(at)
+    }
+
+    /// A store or delete under a log: validated, logged and applied as a batch of one.
+    pub(super) fn logged_single(&mut self, at: SimTime, operation: BatchOp) -> Result<SimTime> {
+        let unwrap = |error: DeviceError| match error {
+            DeviceError::BatchOperation { source, .. } => *source,
+            other => other,
+        };
+        let operations = [operation];
+        match self.batch(at, &operations).map_err(unwrap) {
+            // Collect other namespaces' garbage and try once more (a refused batch changed nothing).
+            Err(DeviceError::CapacityExceeded(_)) => {
+                let t = self.device_gc(at, true)?;
+                self.batch(t, &operations).map_err(unwrap)
+            }
+            other => other,
+        }
+    }
+
+    /// Applies replayed operations (every namespace exists): staged into L0 as a batch.
+    pub(super) fn apply_replayed(&mut self, at: SimTime, ops: &[WalOp]) -> Result<SimTime> {
+        let mut t = at;
+        let mut share: BTreeMap<u32, u64> = BTreeMap::new();
+        for op in ops {
+            let (key, value) = match op {
+                WalOp::Store { key, value, .. } => (key, Some(value.as_slice())),
+                WalOp::Delete { key, .. } => (key, None),
+            };
+            if let Some(found) = self.namespaces.get(&op.namespace()) {
+                *share.entry(op.namespace()).or_insert(0) += found.engine.staged_bytes(key, value);
+            }
+        }
+        for (&namespace, &bytes) in &share {
+            if let Some(found) = self.namespaces.get_mut(&namespace) {
+                t = found.engine.prepare_stage(&mut self.space, t, bytes)?;
+            }
+        }
+        for op in ops {
+            let (namespace, key, value) = match op {
+                WalOp::Store {
+                    namespace,
+                    key,
+                    value,
+                } => (namespace, key, Some(value.as_slice())),
+                WalOp::Delete { namespace, key } => (namespace, key, None),
+            };
+            if let Some(found) = self.namespaces.get_mut(namespace) {
+                found.engine.stage(key, value);
+            }
+        }
+        for &namespace in share.keys() {
+            if let Some(found) = self.namespaces.get_mut(&namespace) {
+                t = found.engine.settle(&mut self.space, t)?;
+            }
+        }
+        self.device_gc(t, false)
+    }
+
+    /// Publishes every namespace's engine state as the part the next checkpoint or dump saves
+    /// (replayed from log record `replay_from` on), and drops the parts of deleted namespaces.
+    pub(super) fn publish_engine_states(&mut self, replay_from: u64) {
+        for (&id, namespace) in &self.namespaces {
+            let state = namespace.engine.durable_state();
+            self.space.publish_part_at(id, replay_from, state);
+        }
+        let stale: Vec<u32> = self
+            .space
+            .parts()
+            .keys()
+            .copied()
+            .filter(|id| !self.namespaces.contains_key(id))
+            .collect();
+        for id in stale {
+            self.space.remove_part(id);
+        }
+    }
+}
+
+impl Device {
+    /// Makes every logged command durable (programs the log's partly filled page); returns when
+    /// it is. A no-op without a log.
+    pub fn sync(&self, at: SimTime) -> Result<SimTime> {
+        let mut core = self.lock()?;
+        let core = &mut *core;
+        let Some(shared) = core.journal.clone() else {
+            return Ok(at);
+        };
+        let t = shared
+            .lock()
+            .map_err(poisoned)?
+            .sync_log(&mut core.space, at)?;
+        Ok(t)
+    }
+
+    /// The sequence number of the newest log record that is durable (`None` before the first, or
+    /// without a log). Under group commit a command is acknowledged once this reaches its record.
+    pub fn durable_sequence(&self) -> Result<Option<u64>> {
+        let core = self.lock()?;
+        match &core.journal {
+            Some(shared) => Ok(shared.lock().map_err(poisoned)?.durable_lsn),
+            None => Ok(None),
+        }
+    }
+
+    /// Writes a checkpoint now (and trims the log). A no-op without a log.
+    pub fn checkpoint(&self, at: SimTime) -> Result<SimTime> {
+        self.lock()?.full_checkpoint(at)
+    }
+
+    /// Checkpoints counts: (checkpoints written, log pages written) since open.
+    pub fn durability_counts(&self) -> Result<(u64, u64)> {
+        let core = self.lock()?;
+        match &core.journal {
+            Some(shared) => {
+                let journal = shared.lock().map_err(poisoned)?;
+                Ok((journal.checkpoints_written, journal.log_pages_written))
+            }
+            None => Ok((0, 0)),
+        }
+    }
+
+    /// Whether every record logged so far is durable (always, without a log).
+    pub(crate) fn all_records_durable(&self) -> bool {
+        let Ok(core) = self.lock() else {
+            return false;
+        };
+        match &core.journal {
+            None => true,
+            Some(shared) => shared.lock().is_ok_and(|journal| {
+                journal.durable_lsn.map_or(0, |lsn| lsn + 1) >= journal.next_lsn
+            }),
+        }
+    }
+}
