@@ -4,6 +4,7 @@
 use kvssd_engine::EngineError;
 use kvssd_space::SpaceError;
 
+use crate::durability::{CheckpointError, FormatError, WalError};
 use crate::{IteratorId, NamespaceId};
 
 /// The result type of the device.
@@ -140,13 +141,14 @@ pub enum DeviceError {
     Superblock(#[from] crate::durability::superblock::SuperblockError),
     /// The superblock's root record does not decode.
     #[error("superblock root record is corrupt: {0}")]
-    RootCorrupt(String),
+    RootCorrupt(#[source] FormatError),
     /// The checkpoint the superblock names is unreadable, corrupt or of an incompatible version.
     #[error("checkpoint is unusable: {0}")]
-    CheckpointCorrupt(String),
-    /// A log record passed its checksum but does not decode (a foreign or incompatible log).
+    CheckpointCorrupt(#[source] CheckpointError),
+    /// A log record passed its checksum but does not decode (a foreign or incompatible log), or
+    /// the log is not where the root says.
     #[error("write-ahead log is corrupt: {0}")]
-    LogCorrupt(String),
+    LogCorrupt(#[source] WalError),
     /// The image was written under another durability mode than the one asked for.
     #[error("durability mode mismatch: {0}")]
     ModeMismatch(String),
@@ -154,9 +156,15 @@ pub enum DeviceError {
     /// complete (the capacitor ran out) and the DRAM state is lost.
     #[error("no power-loss dump: the last power cut's dump did not complete, the device's state is lost")]
     DumpMissing,
-    /// A recovered state could not be rebuilt.
-    #[error("recovery failed: {0}")]
-    Recovery(String),
+    /// A recovered index could not be read back to recount what it references.
+    #[error("recovery failed: reading the index of namespace {namespace}: {source}")]
+    Recovery {
+        /// The namespace.
+        namespace: u32,
+        /// Why its engine failed.
+        #[source]
+        source: EngineError,
+    },
     /// The space layer failed.
     #[error(transparent)]
     Space(#[from] SpaceError),

@@ -57,10 +57,7 @@ pub(crate) struct DurableState {
 }
 
 fn malformed(what: &'static str) -> SpaceError {
-    SpaceError::Malformed {
-        page: PageIndex(u64::MAX),
-        what,
-    }
+    SpaceError::StateMalformed(what)
 }
 
 impl From<kvssd_flash::codec::DecodeError> for SpaceError {

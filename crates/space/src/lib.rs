@@ -61,6 +61,17 @@ pub enum SpaceError {
         /// What is wrong.
         what: &'static str,
     },
+    /// The saved state given to [`Space::restore`] does not decode: damaged, or saved by an
+    /// incompatible build or for another geometry.
+    #[error("saved space state is malformed: {0}")]
+    StateMalformed(&'static str),
+    /// [`Space::open`] was given a flash array with a programmed page: it takes over erased
+    /// arrays only (one that holds something is recovered, or is not a device at all).
+    #[error("{block} is not erased: the space layer takes over an erased array")]
+    NotErased {
+        /// The first block found programmed.
+        block: kvssd_flash::BlockAddress,
+    },
     /// A record pointer names a block that was erased since the record was written.
     #[error("record pointer {0:?} is stale: its block was erased since the record was written")]
     StalePointer(RecordPointer),
@@ -257,9 +268,7 @@ impl Space {
         for index in 0..geometry.blocks_total() {
             let address = geometry.block_at(index);
             if require_erased && flash.programmed_pages(address)? != 0 {
-                return Err(SpaceError::Config(format!(
-                    "{address} is not erased: the space layer takes over an erased array"
-                )));
+                return Err(SpaceError::NotErased { block: address });
             }
             free_by_die[address.die as usize].push(address.block);
             free_count += 1;

@@ -4,6 +4,7 @@ use kvssd_engine::{Engine, EngineError};
 use kvssd_flash::SimTime;
 
 use super::{Core, Namespace, OpenIterator};
+use crate::durability::CheckpointError;
 use crate::{
     DeviceError, NamespaceId, NamespaceInfo, NamespaceSpec, PresetKind, Result,
     NAMESPACE_NAME_BYTES_MAX,
@@ -84,8 +85,11 @@ impl Core {
                 EngineError::DramBudgetTooSmall { .. } => {
                     DeviceError::NamespaceSpec(error.to_string())
                 }
-                other if saved.is_some() => {
-                    DeviceError::CheckpointCorrupt(format!("namespace {id}: {other}"))
+                source if saved.is_some() => {
+                    DeviceError::CheckpointCorrupt(CheckpointError::Part {
+                        namespace: id,
+                        source,
+                    })
                 }
                 other => DeviceError::from(other),
             })

@@ -14,6 +14,7 @@ use kvssd_space::{Space, SpaceError};
 
 use super::{poisoned, Core, Namespace};
 use crate::durability::checkpoint::{Checkpoint, Mode, Root};
+use crate::durability::error::CheckpointError;
 use crate::durability::journal::{Hook, Journal, SyncPolicy, SUPERBLOCK_BLOCKS};
 use crate::durability::recovery::{self, RecoveryReport};
 use crate::durability::wal::{WalOp, WalRecord};
@@ -30,7 +31,7 @@ fn policy(config: &DeviceConfig) -> SyncPolicy {
 /// Takes over a blank array for formatting; an array that holds something else is not a device.
 fn take_blank(flash: Flash, config: &DeviceConfig) -> Result<Space> {
     Space::open(flash, config.space.clone()).map_err(|error| match error {
-        SpaceError::Config(what) if what.contains("not erased") => DeviceError::NotADevice,
+        SpaceError::NotErased { .. } => DeviceError::NotADevice,
         other => DeviceError::Space(other),
     })
 }
@@ -373,8 +374,8 @@ impl Core {
         let (space, mut t) =
             Space::restore(flash, config.space.clone(), &checkpoint.space, system, at).map_err(
                 |error| match error {
-                    SpaceError::Malformed { what, .. } => {
-                        DeviceError::CheckpointCorrupt(what.into())
+                    SpaceError::StateMalformed(what) => {
+                        DeviceError::CheckpointCorrupt(CheckpointError::SpaceState(what))
                     }
                     other => DeviceError::Space(other),
                 },
@@ -400,11 +401,14 @@ impl Core {
                 },
             );
         }
-        for namespace in core.namespaces.values_mut() {
+        for (&id, namespace) in &mut core.namespaces {
             t = namespace
                 .engine
                 .account_valid(&mut core.space, t)
-                .map_err(|error| DeviceError::Recovery(format!("reading the index: {error}")))?;
+                .map_err(|source| DeviceError::Recovery {
+                    namespace: id,
+                    source,
+                })?;
         }
         Ok((core, t))
     }

@@ -22,6 +22,7 @@
 //! log:        log id u32 | blocks u16, then block u64 each
 //! ```
 
+use crate::durability::error::FormatError;
 use crate::durability::wal::{decode_name, decode_spec, encode_name, encode_spec};
 use crate::NamespaceSpec;
 use kvssd_flash::codec::ByteReader;
@@ -76,16 +77,20 @@ impl Checkpoint {
     }
 
     /// Decodes a checkpoint; bad bytes give an error, never a panic.
-    pub fn decode(bytes: &[u8]) -> Result<Checkpoint, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Checkpoint, FormatError> {
         let mut reader = ByteReader::new(bytes);
         if reader.take(4)? != CHECKPOINT_MAGIC {
-            return Err("not a checkpoint (wrong magic)".into());
+            return Err(FormatError::WrongMagic {
+                structure: "checkpoint",
+            });
         }
         let version = reader.u32()?;
         if !(CHECKPOINT_VERSION_MIN..=CHECKPOINT_VERSION).contains(&version) {
-            return Err(format!(
-                "checkpoint format version {version} is not supported (this build reads versions {CHECKPOINT_VERSION_MIN} to {CHECKPOINT_VERSION})"
-            ));
+            return Err(FormatError::UnsupportedVersion {
+                found: version,
+                min: CHECKPOINT_VERSION_MIN,
+                max: CHECKPOINT_VERSION,
+            });
         }
         let next_lsn = reader.u64()?;
         let next_namespace = reader.u32()?;
@@ -195,15 +200,17 @@ impl Root {
     }
 
     /// Decodes the body; bad bytes give an error, never a panic.
-    pub fn decode(bytes: &[u8]) -> Result<Root, String> {
+    pub fn decode(bytes: &[u8]) -> Result<Root, FormatError> {
         let mut reader = ByteReader::new(bytes);
         if reader.take(4)? != ROOT_MAGIC {
-            return Err("the root record has the wrong magic".into());
+            return Err(FormatError::WrongMagic {
+                structure: "root record",
+            });
         }
         let mode = match reader.u8()? {
             1 => Mode::Wal,
             2 => Mode::Plp,
-            other => return Err(format!("unknown durability mode {other}")),
+            other => return Err(FormatError::UnknownMode(other)),
         };
         let next_log_id = reader.u32()?;
         let checkpoint = match reader.u8()? {
@@ -306,6 +313,17 @@ mod tests {
         let mut future = bytes.clone();
         future[4..8].copy_from_slice(&(CHECKPOINT_VERSION + 1).to_le_bytes());
         let error = Checkpoint::decode(&future).expect_err("a future version is refused");
-        assert!(error.contains("version 3 is not supported"), "{error}");
+        assert_eq!(
+            error,
+            FormatError::UnsupportedVersion {
+                found: 3,
+                min: 1,
+                max: 2
+            }
+        );
+        assert!(
+            error.to_string().contains("version 3 is not supported"),
+            "{error}"
+        );
     }
 }

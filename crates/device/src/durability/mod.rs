@@ -13,9 +13,12 @@
 //!   [`RecoveryReport`].
 //! * `journal`: the write side — superblock copies, log appends, checkpoints — on the space
 //!   layer's system blocks.
+//! * [`error`]: why bytes read back are refused — [`FormatError`] for a record that does not
+//!   decode, [`CheckpointError`] and [`WalError`] for what recovery checks around them.
 //! * [`plp`]: power-loss protection — writing the dump at a power cut, and its bound.
 
 pub mod checkpoint;
+pub mod error;
 pub(crate) mod journal;
 pub mod log;
 pub mod plp;
@@ -23,6 +26,7 @@ pub mod recovery;
 pub mod superblock;
 pub mod wal;
 
+pub use error::{CheckpointError, FormatError, WalError};
 pub use journal::{SyncPolicy, SUPERBLOCK_BLOCKS};
 pub use plp::{DumpBound, DumpReport};
 pub use recovery::RecoveryReport;

@@ -6,6 +6,7 @@ use std::time::Duration;
 use kvssd_flash::{Flash, FlashError, PageAddress, Purpose, SimTime};
 
 use crate::durability::checkpoint::{Checkpoint, Root};
+use crate::durability::error::{CheckpointError, WalError};
 use crate::durability::journal::SUPERBLOCK_BLOCKS;
 use crate::durability::log::{LogEnd, LogReader};
 use crate::durability::superblock::{self, SuperblockError};
@@ -118,9 +119,7 @@ pub(crate) fn read_checkpoint(
 ) -> Result<(Checkpoint, u64, SimTime), DeviceError> {
     let geometry = *flash.geometry();
     let Some(location) = &root.checkpoint else {
-        return Err(DeviceError::CheckpointCorrupt(
-            "the superblock names no checkpoint".into(),
-        ));
+        return Err(DeviceError::CheckpointCorrupt(CheckpointError::Missing));
     };
     let mut reader = LogReader::new(location.log_id, 0);
     let mut t = at;
@@ -130,10 +129,13 @@ pub(crate) fn read_checkpoint(
             || u64::from(extent.first_page) + u64::from(extent.pages)
                 > u64::from(geometry.pages_per_block)
         {
-            return Err(DeviceError::CheckpointCorrupt(format!(
-                "an extent outside the device (block {}, pages {}+{})",
-                extent.block, extent.first_page, extent.pages
-            )));
+            return Err(DeviceError::CheckpointCorrupt(
+                CheckpointError::ExtentOutside {
+                    block: extent.block,
+                    first_page: extent.first_page,
+                    pages: extent.pages,
+                },
+            ));
         }
         let block = geometry.block_at(extent.block);
         for page in extent.first_page..extent.first_page + extent.pages {
@@ -145,12 +147,15 @@ pub(crate) fn read_checkpoint(
     }
     let (records, end) = reader.finish();
     if end != LogEnd::Exhausted || records.len() != 1 {
-        return Err(DeviceError::CheckpointCorrupt(format!(
-            "its pages do not hold one whole checkpoint ({} records, {end:?})",
-            records.len()
-        )));
+        return Err(DeviceError::CheckpointCorrupt(
+            CheckpointError::NotOneRecord {
+                records: records.len(),
+                end,
+            },
+        ));
     }
-    let checkpoint = Checkpoint::decode(&records[0]).map_err(DeviceError::CheckpointCorrupt)?;
+    let checkpoint = Checkpoint::decode(&records[0])
+        .map_err(|error| DeviceError::CheckpointCorrupt(error.into()))?;
     Ok((checkpoint, pages, t))
 }
 
@@ -166,9 +171,9 @@ pub(crate) fn read_log(
     let mut pages = 0;
     'blocks: for &index in &root.log_blocks {
         if index >= geometry.blocks_total() {
-            return Err(DeviceError::LogCorrupt(format!(
-                "log block {index} is outside the device"
-            )));
+            return Err(DeviceError::LogCorrupt(WalError::BlockOutside {
+                block: index,
+            }));
         }
         let block = geometry.block_at(index);
         for page in 0..geometry.pages_per_block {
@@ -184,11 +189,13 @@ pub(crate) fn read_log(
     let mut records = Vec::with_capacity(raw.len());
     let mut previous: Option<u64> = None;
     for bytes in raw {
-        let (lsn, record) = wal::decode(&bytes).map_err(DeviceError::LogCorrupt)?;
-        if previous.is_some_and(|previous| lsn != previous + 1) {
-            return Err(DeviceError::LogCorrupt(format!(
-                "record {lsn} follows record {previous:?}: sequence numbers must be consecutive"
-            )));
+        let (lsn, record) =
+            wal::decode(&bytes).map_err(|error| DeviceError::LogCorrupt(error.into()))?;
+        if let Some(previous) = previous.filter(|&previous| previous.checked_add(1) != Some(lsn)) {
+            return Err(DeviceError::LogCorrupt(WalError::SequenceGap {
+                lsn,
+                previous,
+            }));
         }
         previous = Some(lsn);
         records.push((lsn, record));

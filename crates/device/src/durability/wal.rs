@@ -20,6 +20,7 @@
 //! A namespace without a name is logged as kind 2, exactly as before names existed, so logs
 //! written by earlier builds replay unchanged; kind 4 is new with names.
 
+use crate::durability::error::FormatError;
 use crate::NamespaceSpec;
 use kvssd_flash::codec::ByteReader;
 
@@ -96,10 +97,11 @@ pub(crate) fn encode_spec(out: &mut Vec<u8>, spec: &NamespaceSpec) {
     }
 }
 
-pub(crate) fn decode_spec(reader: &mut ByteReader<'_>) -> Result<NamespaceSpec, String> {
+pub(crate) fn decode_spec(reader: &mut ByteReader<'_>) -> Result<NamespaceSpec, FormatError> {
+    let code = reader.u8()?;
     let preset = *crate::PresetKind::ALL
-        .get(usize::from(reader.u8()?))
-        .ok_or("an unknown preset")?;
+        .get(usize::from(code))
+        .ok_or(FormatError::UnknownPreset(code))?;
     let logs = match reader.u8()? {
         0 => None,
         _ => {
@@ -132,16 +134,15 @@ pub(crate) fn encode_name(out: &mut Vec<u8>, name: Option<&str>) {
     out.extend_from_slice(bytes);
 }
 
-pub(crate) fn decode_name(reader: &mut ByteReader<'_>) -> Result<Option<String>, String> {
+pub(crate) fn decode_name(reader: &mut ByteReader<'_>) -> Result<Option<String>, FormatError> {
     let len = usize::from(reader.u8()?);
     if len == 0 {
         return Ok(None);
     }
     let bytes = reader.take(len)?;
-    let name = String::from_utf8(bytes.to_vec())
-        .map_err(|_| "a namespace name that is not UTF-8".to_string())?;
+    let name = String::from_utf8(bytes.to_vec()).map_err(|_| FormatError::NameNotUtf8)?;
     if name.contains('\0') {
-        return Err("a namespace name with a NUL byte".into());
+        return Err(FormatError::NameHasNul);
     }
     Ok(Some(name))
 }
@@ -194,7 +195,7 @@ pub fn encode(lsn: u64, record: &WalRecord) -> Vec<u8> {
 }
 
 /// Decodes a record; bad bytes give an error naming what is wrong, never a panic.
-pub fn decode(bytes: &[u8]) -> Result<(u64, WalRecord), String> {
+pub fn decode(bytes: &[u8]) -> Result<(u64, WalRecord), FormatError> {
     let mut reader = ByteReader::new(bytes);
     let lsn = reader.u64()?;
     let record = match reader.u8()? {
@@ -212,7 +213,7 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WalRecord), String> {
                         value: reader.bytes32()?.to_vec(),
                     },
                     2 => WalOp::Delete { namespace, key },
-                    _ => return Err(format!("unknown operation kind {kind}")),
+                    _ => return Err(FormatError::UnknownOperationKind(kind)),
                 });
             }
             WalRecord::Ops(ops)
@@ -221,15 +222,14 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, WalRecord), String> {
             let namespace = reader.u32()?;
             let mut spec = decode_spec(&mut reader)?;
             if kind == 4 {
-                spec.name =
-                    Some(decode_name(&mut reader)?.ok_or("a named namespace without a name")?);
+                spec.name = Some(decode_name(&mut reader)?.ok_or(FormatError::NameMissing)?);
             }
             WalRecord::CreateNamespace { namespace, spec }
         }
         3 => WalRecord::DeleteNamespace {
             namespace: reader.u32()?,
         },
-        kind => return Err(format!("unknown record kind {kind}")),
+        kind => return Err(FormatError::UnknownRecordKind(kind)),
     };
     reader.finish()?;
     Ok((lsn, record))
@@ -283,7 +283,7 @@ mod tests {
                 );
             }
         }
-        assert!(decode(&[0; 9]).is_err());
+        assert_eq!(decode(&[0; 9]), Err(FormatError::UnknownRecordKind(0)));
     }
 
     #[test]
@@ -297,12 +297,17 @@ mod tests {
         expected.extend_from_slice(&[2, 2, 0, 0, 0, 0, 0, 0]);
         assert_eq!(encode(9, &record), expected);
         // A named record whose name is empty, not UTF-8, or holds a NUL is refused.
-        for name in [&b""[..], &[0xff][..], &b"a\0b"[..]] {
+        for (name, error) in [
+            (&b""[..], FormatError::NameMissing),
+            (&[0xff][..], FormatError::NameNotUtf8),
+            (&b"a\0b"[..], FormatError::NameHasNul),
+        ] {
             let mut bytes = 1u64.to_le_bytes().to_vec();
-            bytes.extend_from_slice(&[4, 2, 0, 0, 0, 0, 0, 0, 0]);
+            // Kind 4, namespace 2, preset 0, no logs, no quota, then the name.
+            bytes.extend_from_slice(&[4, 2, 0, 0, 0, 0, 0, 0]);
             bytes.push(name.len() as u8);
             bytes.extend_from_slice(name);
-            assert!(decode(&bytes).is_err(), "name {name:?} decoded");
+            assert_eq!(decode(&bytes), Err(error), "name {name:?}");
         }
     }
 }
