@@ -62,6 +62,8 @@ mod device;
 pub mod durability;
 mod error;
 mod file_config;
+#[doc(hidden)]
+pub mod fuzzing;
 mod presets;
 mod types;
 

@@ -28,6 +28,8 @@ mod config;
 pub mod contract;
 mod cpu;
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hash;
 pub mod lsm;
 mod stats;

@@ -28,6 +28,8 @@ mod counters;
 mod error;
 mod fault;
 mod flash;
+#[doc(hidden)]
+pub mod fuzzing;
 mod geometry;
 mod media;
 mod profile;

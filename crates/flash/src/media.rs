@@ -315,36 +315,7 @@ impl FileMedia {
     }
 
     fn write_header(&self) -> Result<()> {
-        let mut header = vec![0u8; HEADER_BYTES as usize];
-        header[0..8].copy_from_slice(IMAGE_MAGIC);
-        header[8..12].copy_from_slice(&IMAGE_FORMAT_VERSION.to_le_bytes());
-        let g = &self.geometry;
-        for (slot, value) in [
-            g.channels,
-            g.ways_per_channel,
-            g.blocks_per_die,
-            g.pages_per_block,
-            g.page_bytes,
-            g.oob_bytes,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            header[12 + slot * 4..16 + slot * 4].copy_from_slice(&value.to_le_bytes());
-        }
-        for (slot, value) in [
-            self.layout.block_table_offset,
-            self.layout.data_offset,
-            self.layout.oob_offset,
-            self.layout.image_bytes,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            header[36 + slot * 8..44 + slot * 8].copy_from_slice(&value.to_le_bytes());
-        }
-        let crc = crc32c::crc32c(&header[..HEADER_CHECKED_BYTES]);
-        header[HEADER_CHECKED_BYTES..HEADER_CHECKED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
+        let header = encode_header(&self.geometry);
         self.file.write_all_at(&header, 0).map_err(|source| {
             FlashError::io(format!("write header of {}", self.path.display()), source)
         })
@@ -389,8 +360,44 @@ impl FileMedia {
     }
 }
 
+/// The header block of an image of `geometry`.
+pub(crate) fn encode_header(geometry: &Geometry) -> Vec<u8> {
+    let layout = Layout::of(geometry);
+    let mut header = vec![0u8; HEADER_BYTES as usize];
+    header[0..8].copy_from_slice(IMAGE_MAGIC);
+    header[8..12].copy_from_slice(&IMAGE_FORMAT_VERSION.to_le_bytes());
+    let g = geometry;
+    for (slot, value) in [
+        g.channels,
+        g.ways_per_channel,
+        g.blocks_per_die,
+        g.pages_per_block,
+        g.page_bytes,
+        g.oob_bytes,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        header[12 + slot * 4..16 + slot * 4].copy_from_slice(&value.to_le_bytes());
+    }
+    for (slot, value) in [
+        layout.block_table_offset,
+        layout.data_offset,
+        layout.oob_offset,
+        layout.image_bytes,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        header[36 + slot * 8..44 + slot * 8].copy_from_slice(&value.to_le_bytes());
+    }
+    let crc = crc32c::crc32c(&header[..HEADER_CHECKED_BYTES]);
+    header[HEADER_CHECKED_BYTES..HEADER_CHECKED_BYTES + 4].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
 fn read_header(file: &File, path: &Path) -> Result<Geometry> {
-    let mut header = [0u8; HEADER_CHECKED_BYTES + 4];
+    let mut header = [0u8; IMAGE_HEADER_READ_BYTES];
     let length = device_bytes(file, path)?;
     if length < header.len() as u64 {
         return Err(FlashError::NotAnImage {
@@ -399,43 +406,86 @@ fn read_header(file: &File, path: &Path) -> Result<Geometry> {
     }
     file.read_exact_at(&mut header, 0)
         .map_err(|source| FlashError::io(format!("read header of {}", path.display()), source))?;
-    if &header[0..8] != IMAGE_MAGIC {
-        return Err(FlashError::NotAnImage {
-            path: path.to_path_buf(),
-        });
+    decode_header(&header).map_err(|error| error.at(path))
+}
+
+/// Bytes of the header that are read back: the checked fields and their CRC.
+pub(crate) const IMAGE_HEADER_READ_BYTES: usize = HEADER_CHECKED_BYTES + 4;
+
+/// Why the first bytes of a file are not a usable image header (the file's path is added when
+/// this becomes a [`FlashError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// No kvssd magic, or too short.
+    #[error("no kvssd image header")]
+    NotAnImage,
+    /// The CRC does not match.
+    #[error("the image header is corrupt (checksum mismatch)")]
+    Corrupt,
+    /// Another format version.
+    #[error("image format version {0} is not supported")]
+    UnsupportedVersion(u32),
+    /// The recorded geometry is invalid.
+    #[error(transparent)]
+    Geometry(crate::GeometryError),
+}
+
+impl HeaderError {
+    fn at(self, path: &Path) -> FlashError {
+        let path = path.to_path_buf();
+        match self {
+            HeaderError::NotAnImage => FlashError::NotAnImage { path },
+            HeaderError::Corrupt => FlashError::HeaderCorrupt { path },
+            HeaderError::UnsupportedVersion(found) => FlashError::UnsupportedVersion {
+                path,
+                found,
+                supported: IMAGE_FORMAT_VERSION,
+            },
+            HeaderError::Geometry(error) => FlashError::Geometry(error),
+        }
     }
-    let word = |offset: usize| {
-        u32::from_le_bytes([
-            header[offset],
-            header[offset + 1],
-            header[offset + 2],
-            header[offset + 3],
-        ])
-    };
-    let stored_crc = word(HEADER_CHECKED_BYTES);
-    if crc32c::crc32c(&header[..HEADER_CHECKED_BYTES]) != stored_crc {
-        return Err(FlashError::HeaderCorrupt {
-            path: path.to_path_buf(),
-        });
+}
+
+fn header_word(header: &[u8], offset: usize) -> Option<u32> {
+    let bytes = header.get(offset..offset + 4)?;
+    Some(u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+}
+
+/// Decodes the header at the start of an image: magic, CRC, then the fields.
+pub(crate) fn decode_header(header: &[u8]) -> std::result::Result<Geometry, HeaderError> {
+    if header.len() < IMAGE_HEADER_READ_BYTES || &header[0..8] != IMAGE_MAGIC {
+        return Err(HeaderError::NotAnImage);
     }
-    let version = word(8);
+    let stored_crc = header_word(header, HEADER_CHECKED_BYTES);
+    if Some(crc32c::crc32c(&header[..HEADER_CHECKED_BYTES])) != stored_crc {
+        return Err(HeaderError::Corrupt);
+    }
+    decode_header_fields(header)
+}
+
+/// The header's fields, checked (version, geometry) but without the CRC: what
+/// [`decode_header`] does once the checksum matched. The fuzz target calls this directly.
+pub(crate) fn decode_header_fields(header: &[u8]) -> std::result::Result<Geometry, HeaderError> {
+    let word = |offset: usize| header_word(header, offset).ok_or(HeaderError::NotAnImage);
+    let version = word(8)?;
     if version != IMAGE_FORMAT_VERSION {
-        return Err(FlashError::UnsupportedVersion {
-            path: path.to_path_buf(),
-            found: version,
-            supported: IMAGE_FORMAT_VERSION,
-        });
+        return Err(HeaderError::UnsupportedVersion(version));
     }
     let geometry = Geometry {
-        channels: word(12),
-        ways_per_channel: word(16),
-        blocks_per_die: word(20),
-        pages_per_block: word(24),
-        page_bytes: word(28),
-        oob_bytes: word(32),
+        channels: word(12)?,
+        ways_per_channel: word(16)?,
+        blocks_per_die: word(20)?,
+        pages_per_block: word(24)?,
+        page_bytes: word(28)?,
+        oob_bytes: word(32)?,
     };
-    geometry.validate()?;
+    geometry.validate().map_err(HeaderError::Geometry)?;
     Ok(geometry)
+}
+
+/// Bytes a file image of `geometry` takes (header, block table, payload and OOB regions).
+pub(crate) fn image_bytes(geometry: &Geometry) -> u64 {
+    Layout::of(geometry).image_bytes
 }
 
 fn device_bytes(file: &File, path: &Path) -> Result<u64> {

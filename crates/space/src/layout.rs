@@ -120,3 +120,47 @@ pub(crate) fn decode_small(data: &[u8], offset: usize, page: PageIndex) -> Resul
         value: data[value_at..end].to_vec(),
     })
 }
+
+/// The header and key at the start of a large record's page (`data` is the whole page), with
+/// bounds checks.
+pub(crate) fn decode_large_head(data: &[u8], page: PageIndex) -> Result<(RecordHeader, &[u8])> {
+    let header = RecordHeader::decode(data, 0, page)?;
+    if header.kind != RECORD_KIND_LARGE {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "expected a page of a large record",
+        });
+    }
+    let key = data
+        .get(LARGE_HEADER_BYTES..LARGE_HEADER_BYTES + usize::from(header.key_len))
+        .ok_or(SpaceError::Malformed {
+            page,
+            what: "large record key runs past the page",
+        })?;
+    Ok((header, key))
+}
+
+/// The value bytes page `part` of a large record holds, at most `want` of them, after checking
+/// that the page belongs to the record whose key is `key`.
+pub(crate) fn decode_large_part<'a>(
+    data: &'a [u8],
+    part: usize,
+    key: &[u8],
+    want: usize,
+    page: PageIndex,
+) -> Result<&'a [u8]> {
+    let foreign = || SpaceError::Malformed {
+        page,
+        what: "large record part does not belong to its head",
+    };
+    let (header, part_key) = decode_large_head(data, page).map_err(|_| foreign())?;
+    if usize::from(header.part) != part || part_key != key {
+        return Err(foreign());
+    }
+    let from = LARGE_HEADER_BYTES + key.len();
+    data.get(from..from.saturating_add(want))
+        .ok_or(SpaceError::Malformed {
+            page,
+            what: "large record value runs past the page",
+        })
+}

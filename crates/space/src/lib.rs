@@ -20,6 +20,8 @@
 
 mod config;
 mod durable;
+#[doc(hidden)]
+pub mod fuzzing;
 mod gc;
 mod layout;
 mod pointer;

@@ -326,7 +326,7 @@ impl Space {
         let pages = self.large_record_pages(key_len, value_len);
         let all = self.large_pages(pointer, pages)?;
         let per_page = self.geometry.page_bytes as usize - LARGE_HEADER_BYTES - key_len;
-        let key = data[LARGE_HEADER_BYTES..LARGE_HEADER_BYTES + key_len].to_vec();
+        let key = layout::decode_large_head(&data, page)?.1.to_vec();
         let mut value = Vec::with_capacity(value_len);
         let mut finished = done;
         for (part, &part_page) in all.iter().enumerate() {
@@ -337,20 +337,10 @@ impl Space {
                 self.read_page(at, part_page, purpose)?
             };
             finished = finished.max(part_done);
-            let part_header = RecordHeader::decode(&bytes, 0, part_page)?;
-            if part_header.kind != layout::RECORD_KIND_LARGE
-                || usize::from(part_header.part) != part
-                || part_header.key_len as usize != key_len
-                || bytes[LARGE_HEADER_BYTES..LARGE_HEADER_BYTES + key_len] != key[..]
-            {
-                return Err(SpaceError::Malformed {
-                    page: part_page,
-                    what: "large record part does not belong to its head",
-                });
-            }
             let take = per_page.min(value_len - value.len());
-            let from = LARGE_HEADER_BYTES + key_len;
-            value.extend_from_slice(&bytes[from..from + take]);
+            value.extend_from_slice(layout::decode_large_part(
+                &bytes, part, &key, take, part_page,
+            )?);
         }
         Ok((
             Record {

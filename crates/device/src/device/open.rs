@@ -364,7 +364,7 @@ impl Core {
     /// with `system` blocks (superblock, log, the checkpoint itself) kept out of its pool; every
     /// namespace's engine from its saved part; then each index's valid bytes, recounted by reading
     /// it.
-    fn restore(
+    pub(crate) fn restore(
         flash: Flash,
         config: DeviceConfig,
         checkpoint: &Checkpoint,

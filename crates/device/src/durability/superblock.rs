@@ -100,15 +100,31 @@ pub fn decode(page: &[u8]) -> Result<SuperblockCopy, SuperblockError> {
     if crc != word(24) {
         return Err(SuperblockError::Corrupt);
     }
-    let version = word(8);
+    decode_fields(page)
+}
+
+/// The fields of a page whose magic, body length and CRC [`decode`] has checked: what is left to
+/// decode once the checksum matched (the fuzz target calls it directly, since random bytes never
+/// pass the CRC). Never panics, whatever the bytes.
+pub(crate) fn decode_fields(page: &[u8]) -> Result<SuperblockCopy, SuperblockError> {
+    let word = |at: usize| {
+        page.get(at..at + 4)
+            .map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
+            .ok_or(SuperblockError::NotASuperblock)
+    };
+    let body_end = SUPERBLOCK_HEADER_BYTES.saturating_add(word(12)? as usize);
+    let version = word(8)?;
     if version != SUPERBLOCK_VERSION {
         return Err(SuperblockError::UnsupportedVersion { found: version });
     }
     let mut sequence = [0u8; 8];
-    sequence.copy_from_slice(&page[16..24]);
+    sequence.copy_from_slice(page.get(16..24).ok_or(SuperblockError::NotASuperblock)?);
+    let body = page
+        .get(SUPERBLOCK_HEADER_BYTES..body_end)
+        .ok_or(SuperblockError::Corrupt)?;
     Ok(SuperblockCopy {
         sequence: u64::from_le_bytes(sequence),
-        body: page[SUPERBLOCK_HEADER_BYTES..body_end].to_vec(),
+        body: body.to_vec(),
     })
 }
 

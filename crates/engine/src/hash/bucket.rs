@@ -163,6 +163,23 @@ pub(crate) fn decode(
     if read_u32(bytes, CRC_AT) != Some(page_crc(bytes, end)) {
         return Err(bad("checksum mismatch"));
     }
+    decode_slots(bytes, slot_count, bits, flash_page)
+}
+
+/// The slot array of a bucket page whose header and checksum [`decode`] has checked: what is left
+/// to decode once the CRC matched (the fuzz target calls it directly, since random bytes never
+/// pass the CRC). Never panics on bad bytes.
+pub(crate) fn decode_slots(
+    bytes: &[u8],
+    slot_count: usize,
+    bits: u32,
+    flash_page: u64,
+) -> Result<Vec<Slot>> {
+    let bad = |what| HashError::MalformedBucket {
+        page: flash_page,
+        what,
+    };
+    let signature_len = signature_bytes(bits);
     let limit = if bits >= 64 {
         u64::MAX
     } else {

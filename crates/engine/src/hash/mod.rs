@@ -28,7 +28,7 @@
 //! Thread safety: single-threaded; every operation takes `&mut self`.
 
 mod apply;
-mod bucket;
+pub(crate) mod bucket;
 mod config;
 mod contract;
 mod durable;
