@@ -67,6 +67,16 @@ pub enum GeometryError {
         /// The size given.
         oob_bytes: u32,
     },
+    /// More dies than a die number (`u32`) can count.
+    #[error(
+        "invalid geometry: {channels} channels of {ways_per_channel} ways is more dies than a 32-bit die number counts"
+    )]
+    TooManyDies {
+        /// Channels given.
+        channels: u32,
+        /// Ways per channel given.
+        ways_per_channel: u32,
+    },
     /// The device has more pages than page indices can address.
     #[error(
         "invalid geometry: {pages} pages is more than the {DEVICE_PAGES_MAX} a device may have"
@@ -100,6 +110,14 @@ impl Geometry {
         if self.oob_bytes < OOB_RESERVED_BYTES + 8 || self.oob_bytes > OOB_BYTES_MAX {
             return Err(GeometryError::OobBytes {
                 oob_bytes: self.oob_bytes,
+            });
+        }
+        // Die numbers are `u32` (`dies()`, `BlockAddress::die`): a product that overflows would
+        // wrap, or panic in a debug build, everywhere a die is computed.
+        if self.channels.checked_mul(self.ways_per_channel).is_none() {
+            return Err(GeometryError::TooManyDies {
+                channels: self.channels,
+                ways_per_channel: self.ways_per_channel,
             });
         }
         let pages = self.pages_total_checked();
