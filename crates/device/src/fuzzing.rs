@@ -38,3 +38,39 @@ pub fn restore_dump(record: &[u8]) -> Result<usize> {
     Core::restore(flash, config, &checkpoint, &system, 0)?;
     Ok(checkpoint.namespaces.len())
 }
+
+/// The fuzz targets this crate owns, by name (the target's name under `fuzz/fuzz_targets/` and
+/// its directory under `fuzz/regressions/`), with what each runs on one input. The targets and
+/// the regression test that replays saved inputs both call these, so they cannot drift apart.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("wal_record", wal_record_input),
+    ("checkpoint", checkpoint_input),
+    ("root_record", root_record_input),
+    ("superblock", superblock_input),
+    ("plp_dump", plp_dump_input),
+];
+
+/// The `wal_record` target: the whole input is a log record.
+pub fn wal_record_input(data: &[u8]) {
+    let _ = crate::durability::wal::decode(data);
+}
+
+/// The `checkpoint` target: the whole input is a checkpoint record.
+pub fn checkpoint_input(data: &[u8]) {
+    let _ = Checkpoint::decode(data);
+}
+
+/// The `root_record` target: the whole input is a superblock body.
+pub fn root_record_input(data: &[u8]) {
+    let _ = crate::durability::checkpoint::Root::decode(data);
+}
+
+/// The `superblock` target: the whole input is a superblock page.
+pub fn superblock_input(data: &[u8]) {
+    let _ = superblock_fields(data);
+}
+
+/// The `plp_dump` target: the whole input is a dump record.
+pub fn plp_dump_input(data: &[u8]) {
+    let _ = restore_dump(data);
+}

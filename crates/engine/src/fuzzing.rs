@@ -94,3 +94,47 @@ pub fn hash_restore(preset: HashPreset, state: &[u8]) -> Result<HashIndex, HashE
     let space = space_for(config.space.clone());
     HashIndex::restore(&space, config, state)
 }
+
+/// The fuzz targets this crate owns, by name (the target's name under `fuzz/fuzz_targets/` and
+/// its directory under `fuzz/regressions/`), with what each runs on one input. The targets and
+/// the regression test that replays saved inputs both call these, so they cannot drift apart.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("segment_page", segment_page_input),
+    ("bucket_page", bucket_page_input),
+    ("lsm_restore", lsm_restore_input),
+    ("hash_restore", hash_restore_input),
+];
+
+/// The `segment_page` target: the first byte is the length of the key searched for, taken from
+/// the end of the input; the bytes between are the page.
+pub fn segment_page_input(data: &[u8]) {
+    let Some((&probe_len, rest)) = data.split_first() else {
+        return;
+    };
+    let split = rest.len().saturating_sub(usize::from(probe_len));
+    let (page, probe) = rest.split_at(split);
+    let _ = segment_page(page, probe);
+}
+
+/// The `bucket_page` target: the whole input is the page.
+pub fn bucket_page_input(data: &[u8]) {
+    let _ = bucket_page_slots(data);
+}
+
+/// The `lsm_restore` target: the first byte picks the preset, the rest is the saved state.
+pub fn lsm_restore_input(data: &[u8]) {
+    let Some((&choice, state)) = data.split_first() else {
+        return;
+    };
+    let preset = Preset::ALL[usize::from(choice) % Preset::ALL.len()];
+    let _ = lsm_restore(preset, state);
+}
+
+/// The `hash_restore` target: the first byte picks the preset, the rest is the saved state.
+pub fn hash_restore_input(data: &[u8]) {
+    let Some((&choice, state)) = data.split_first() else {
+        return;
+    };
+    let preset = HashPreset::ALL[usize::from(choice) % HashPreset::ALL.len()];
+    let _ = hash_restore(preset, state);
+}

@@ -52,3 +52,34 @@ pub fn restore(state: &[u8]) -> Result<Space> {
     let config = SpaceConfig::for_geometry(&profile.geometry);
     Space::restore(flash, config, state, &BTreeSet::new(), 0).map(|(space, _)| space)
 }
+
+/// The fuzz targets this crate owns, by name (the target's name under `fuzz/fuzz_targets/` and
+/// its directory under `fuzz/regressions/`), with what each runs on one input. The targets and
+/// the regression test that replays saved inputs both call these, so they cannot drift apart.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("data_record", data_record_input),
+    ("large_record", large_record_input),
+    ("space_restore", space_restore_input),
+];
+
+/// The `data_record` target: the first two bytes are the record's offset (little-endian), the
+/// rest is the page.
+pub fn data_record_input(data: &[u8]) {
+    if data.len() < 2 {
+        return;
+    }
+    let offset = usize::from(u16::from_le_bytes([data[0], data[1]]));
+    let page = &data[2..];
+    let _ = record_header(page, offset);
+    let _ = small_record(page, offset);
+}
+
+/// The `large_record` target: the whole input is the page.
+pub fn large_record_input(data: &[u8]) {
+    let _ = large_record_page(data);
+}
+
+/// The `space_restore` target: the whole input is the saved state.
+pub fn space_restore_input(data: &[u8]) {
+    let _ = restore(data);
+}

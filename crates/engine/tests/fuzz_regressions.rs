@@ -1,0 +1,26 @@
+//! Replays every input a fuzz target of this crate crashed on, kept under
+//! `fuzz/regressions/TARGET/` at the repository root, through the same entry point the target
+//! calls (`kvssd_engine::fuzzing::TARGETS`). Ordinary `cargo test` runs (and CI) so keep each fix
+//! fixed without a nightly toolchain or cargo-fuzz: an input must now be refused, or accepted,
+//! without a panic.
+
+use std::path::Path;
+
+#[test]
+fn fuzz_regressions_replay_without_panicking() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    for (target, run) in kvssd_engine::fuzzing::TARGETS {
+        let Ok(entries) = std::fs::read_dir(root.join(target)) else {
+            continue;
+        };
+        let mut paths: Vec<_> = entries
+            .map(|entry| entry.expect("a readable regressions directory").path())
+            .collect();
+        paths.sort();
+        for path in paths {
+            let bytes = std::fs::read(&path).expect("a readable regression input");
+            println!("{target}: {}", path.display());
+            run(&bytes);
+        }
+    }
+}

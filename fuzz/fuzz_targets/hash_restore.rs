@@ -1,0 +1,5 @@
+//! `HashIndex::restore` from saved state; the first input byte picks the preset.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| kvssd_engine::fuzzing::hash_restore_input(data));
