@@ -58,6 +58,8 @@
 pub mod check;
 mod config;
 pub mod crash;
+#[cfg(test)]
+mod decoder_properties;
 mod device;
 pub mod durability;
 mod error;

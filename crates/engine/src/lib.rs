@@ -27,6 +27,8 @@
 mod config;
 pub mod contract;
 mod cpu;
+#[cfg(test)]
+mod decoder_properties;
 mod error;
 #[doc(hidden)]
 pub mod fuzzing;

@@ -49,3 +49,95 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[("image_header", image_header_input)
 pub fn image_header_input(data: &[u8]) {
     let _ = image_header_fields(data);
 }
+
+/// One change to a valid encoding, for the decoder property tests of every crate: they take what
+/// an encoder wrote, apply a few of these, and check the decoder refuses or accepts the result
+/// without a panic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// XOR one byte with a non-zero mask.
+    Flip {
+        /// Where (modulo the length).
+        at: usize,
+        /// The mask.
+        mask: u8,
+    },
+    /// Cut the bytes to a shorter length.
+    Truncate {
+        /// The length kept (modulo the length).
+        len: usize,
+    },
+    /// Append bytes.
+    Extend {
+        /// What is appended.
+        bytes: Vec<u8>,
+    },
+    /// Overwrite four bytes (a length or count field, wherever it is) with a little-endian value.
+    Word {
+        /// Where (modulo the length).
+        at: usize,
+        /// The value written.
+        value: u32,
+    },
+}
+
+impl Mutation {
+    /// A mutation from random parts: `kind` picks the variant, `value` is mapped onto the values
+    /// that break length and count fields most often (0, 1, all ones, the top bit, one past the
+    /// encoding's length) half of the time.
+    pub fn from_parts(kind: u8, at: usize, value: u32, bytes: Vec<u8>) -> Mutation {
+        match kind % 4 {
+            0 => Mutation::Flip {
+                at,
+                mask: (value as u8).max(1),
+            },
+            1 => Mutation::Truncate { len: at },
+            2 => Mutation::Extend { bytes },
+            _ => Mutation::Word { at, value },
+        }
+    }
+
+    /// Applies the mutation.
+    pub fn apply(&self, bytes: &mut Vec<u8>) {
+        let len = bytes.len();
+        match self {
+            Mutation::Flip { at, mask } => {
+                if len > 0 {
+                    bytes[at % len] ^= mask;
+                }
+            }
+            Mutation::Truncate { len: keep } => bytes.truncate(keep % (len + 1)),
+            Mutation::Extend { bytes: more } => bytes.extend_from_slice(more),
+            Mutation::Word { at, value } => {
+                let value = match value % 16 {
+                    0 => 0,
+                    1 => 1,
+                    2 => u32::MAX,
+                    3 => 1 << 31,
+                    4 => u32::from(u16::MAX),
+                    5 => len as u32 + 1,
+                    6 => u32::from(u8::MAX),
+                    7 => 2,
+                    _ => *value,
+                };
+                if len > 0 {
+                    let at = at % len;
+                    for (offset, byte) in value.to_le_bytes().into_iter().enumerate() {
+                        if let Some(slot) = bytes.get_mut(at + offset) {
+                            *slot = byte;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `valid` with `mutations` applied in order.
+pub fn mutate(valid: &[u8], mutations: &[Mutation]) -> Vec<u8> {
+    let mut bytes = valid.to_vec();
+    for mutation in mutations {
+        mutation.apply(&mut bytes);
+    }
+    bytes
+}

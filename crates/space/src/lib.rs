@@ -19,6 +19,8 @@
 //! Byte layouts are in `docs/design.md` §15 ("Byte layouts").
 
 mod config;
+#[cfg(test)]
+mod decoder_properties;
 mod durable;
 #[doc(hidden)]
 pub mod fuzzing;
