@@ -42,7 +42,7 @@ pub fn restore_dump(record: &[u8]) -> Result<usize> {
 /// The fuzz targets this crate owns, by name (the target's name under `fuzz/fuzz_targets/` and
 /// its directory under `fuzz/regressions/`), with what each runs on one input. The targets and
 /// the regression test that replays saved inputs both call these, so they cannot drift apart.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[kvssd_flash::fuzzing::Target] = &[
     ("wal_record", wal_record_input),
     ("checkpoint", checkpoint_input),
     ("root_record", root_record_input),

@@ -98,7 +98,7 @@ pub fn hash_restore(preset: HashPreset, state: &[u8]) -> Result<HashIndex, HashE
 /// The fuzz targets this crate owns, by name (the target's name under `fuzz/fuzz_targets/` and
 /// its directory under `fuzz/regressions/`), with what each runs on one input. The targets and
 /// the regression test that replays saved inputs both call these, so they cannot drift apart.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[kvssd_flash::fuzzing::Target] = &[
     ("segment_page", segment_page_input),
     ("bucket_page", bucket_page_input),
     ("lsm_restore", lsm_restore_input),

@@ -40,10 +40,13 @@ pub fn encode_image_header(geometry: &Geometry) -> Vec<u8> {
     media::encode_header(geometry)[..IMAGE_HEADER_BYTES].to_vec()
 }
 
+/// A fuzz target: its name and what it runs on one input.
+pub type Target = (&'static str, fn(&[u8]));
+
 /// The fuzz targets this crate owns, by name (the target's name under `fuzz/fuzz_targets/` and
 /// its directory under `fuzz/regressions/`), with what each runs on one input. The targets and
 /// the regression test that replays saved inputs both call these, so they cannot drift apart.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[("image_header", image_header_input)];
+pub const TARGETS: &[Target] = &[("image_header", image_header_input)];
 
 /// The `image_header` target: the whole input is the header.
 pub fn image_header_input(data: &[u8]) {

@@ -56,7 +56,7 @@ pub fn restore(state: &[u8]) -> Result<Space> {
 /// The fuzz targets this crate owns, by name (the target's name under `fuzz/fuzz_targets/` and
 /// its directory under `fuzz/regressions/`), with what each runs on one input. The targets and
 /// the regression test that replays saved inputs both call these, so they cannot drift apart.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[kvssd_flash::fuzzing::Target] = &[
     ("data_record", data_record_input),
     ("large_record", large_record_input),
     ("space_restore", space_restore_input),
