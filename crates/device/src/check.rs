@@ -31,6 +31,23 @@ use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{PageIndex, RecordPointer, Space};
 
 use crate::durability::recovery;
+
+/// Why a meta page a level list names cannot be checked (reported as a [`Problem`]).
+#[derive(Debug, thiserror::Error)]
+enum MetaPageError {
+    /// Its block belongs to another namespace, or to none.
+    #[error("the block belongs to {owner:?}, not to this namespace")]
+    ForeignBlock {
+        /// The block's owner.
+        owner: Option<u32>,
+    },
+    /// The read failed (after the space layer's retries).
+    #[error("unreadable: {0}")]
+    Unreadable(kvssd_space::SpaceError),
+    /// The page does not decode as a meta segment.
+    #[error("does not decode: {0}")]
+    Undecodable(kvssd_engine::EngineError),
+}
 use crate::{NamespaceId, Result};
 
 /// One problem the checker found.
@@ -249,8 +266,8 @@ impl TreeChecker<'_> {
                     let location = format!("{position}, meta {}", page_location(self.space, page));
                     match self.read_meta(page) {
                         Ok(entries) => (entries, location),
-                        Err(what) => {
-                            self.problem(location, what);
+                        Err(error) => {
+                            self.problem(location, error.to_string());
                             continue;
                         }
                     }
@@ -269,21 +286,22 @@ impl TreeChecker<'_> {
         self.newer.extend(seen_here);
     }
 
-    fn read_meta(&mut self, page: PageIndex) -> std::result::Result<Vec<IndexEntry>, String> {
+    fn read_meta(
+        &mut self,
+        page: PageIndex,
+    ) -> std::result::Result<Vec<IndexEntry>, MetaPageError> {
         let block = page.0 / u64::from(self.space.geometry().pages_per_block);
-        if self.space.block_owner(block) != Some(self.namespace.0) {
-            return Err(format!(
-                "the block belongs to {:?}, not to this namespace",
-                self.space.block_owner(block)
-            ));
+        let owner = self.space.block_owner(block);
+        if owner != Some(self.namespace.0) {
+            return Err(MetaPageError::ForeignBlock { owner });
         }
         self.report.meta_pages_read += 1;
         let (bytes, done) = self
             .space
             .read_page(self.t, page, Purpose::Index)
-            .map_err(|error| format!("unreadable: {error}"))?;
+            .map_err(MetaPageError::Unreadable)?;
         self.t = self.t.max(done);
-        decode_meta_page(&bytes, page).map_err(|error| format!("does not decode: {error}"))
+        decode_meta_page(&bytes, page).map_err(MetaPageError::Undecodable)
     }
 
     fn segment(
