@@ -204,3 +204,130 @@ proptest! {
         let _ = fuzzing::restore_dump(&mutate(&record, &mutations));
     }
 }
+
+/// Writes valid encodings of every structure a fuzz target decodes under `fuzz/seeds/TARGET/`,
+/// so the targets start from inputs that pass their magic numbers and framing. Run by hand when a
+/// format changes: `cargo test -p kvssd-device --lib write_fuzz_seeds -- --ignored`.
+#[test]
+#[ignore = "writes files into fuzz/seeds; run by hand"]
+fn write_fuzz_seeds() {
+    use kvssd_engine::hash::{HashConfig, HashIndex, HashPreset};
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/seeds");
+    let write = |target: &str, name: &str, bytes: &[u8]| {
+        let directory = root.join(target);
+        std::fs::create_dir_all(&directory).expect("create the seeds directory");
+        std::fs::write(directory.join(name), bytes).expect("write a seed");
+    };
+    let pairs: Vec<(Vec<u8>, Vec<u8>)> = (0..60u32)
+        .map(|i| (format!("key{i:03}").into_bytes(), vec![i as u8; 40]))
+        .collect();
+    let spec = NamespaceSpec::new(Preset::Pink).with_name("users");
+    write(
+        "wal_record",
+        "ops",
+        &wal::encode(
+            7,
+            &WalRecord::Ops(vec![
+                WalOp::Store {
+                    namespace: 1,
+                    key: b"k".to_vec(),
+                    value: b"v".to_vec(),
+                },
+                WalOp::Delete {
+                    namespace: 1,
+                    key: b"gone".to_vec(),
+                },
+            ]),
+        ),
+    );
+    write(
+        "wal_record",
+        "create-named",
+        &wal::encode(
+            8,
+            &WalRecord::CreateNamespace {
+                namespace: 2,
+                spec: spec.clone(),
+            },
+        ),
+    );
+    let dump_record = dump(&pairs);
+    write("checkpoint", "one-namespace", &dump_record);
+    write("plp_dump", "one-namespace", &dump_record);
+    write("plp_dump", "few-pairs", &dump(&pairs[..5]));
+    let root_record = Root {
+        mode: Mode::Wal,
+        next_log_id: 9,
+        checkpoint: Some(CheckpointLocation {
+            log_id: 7,
+            extents: vec![Extent {
+                block: 4,
+                first_page: 0,
+                pages: 3,
+            }],
+        }),
+        log_id: 8,
+        log_blocks: vec![5, 6],
+    }
+    .encode();
+    write("root_record", "wal", &root_record);
+    let copy = SuperblockCopy {
+        sequence: 3,
+        body: root_record,
+    };
+    write(
+        "superblock",
+        "copy",
+        &superblock::encode(&copy, 512).expect("fits"),
+    );
+    write(
+        "image_header",
+        "test-min",
+        &kvssd_flash::fuzzing::encode_image_header(&Profile::test_min().geometry),
+    );
+    write(
+        "bucket_page",
+        "slots",
+        &kvssd_engine::fuzzing::encode_bucket_page(&[(1, 3), (u64::MAX, 0), (9, 1)], 0, 1, 12, 512),
+    );
+    // The space state and index states, saved after enough writes to flush and compact.
+    let flash = Flash::new(Profile::test_min().geometry, None).expect("valid geometry");
+    let config = EngineConfig::test_min(Preset::Pink);
+    let mut space = Space::open(flash, config.space.clone()).expect("erased flash");
+    let mut tree = LsmTree::open(&space, config).expect("test_min opens");
+    let mut at = 0;
+    for (key, value) in &pairs {
+        at = tree.put(&mut space, at, key, value).expect("fits");
+    }
+    let mut state = vec![0u8];
+    state.extend(tree.durable_state());
+    write("lsm_restore", "pink", &state);
+    // The space target restores onto its own configuration's layer.
+    let mut space = kvssd_space::fuzzing::blank_space();
+    let mut at = 0;
+    for (index, (key, value)) in pairs.iter().enumerate() {
+        let purpose = kvssd_flash::Purpose::UserData;
+        at = space
+            .append_record(at, purpose, (index % 3) as u32, key, value)
+            .expect("fits")
+            .1;
+    }
+    space
+        .sync_all(at, kvssd_flash::Purpose::Checkpoint)
+        .expect("sync");
+    write("space_restore", "after-writes", &space.export_state());
+    for (choice, preset) in HashPreset::ALL.into_iter().enumerate() {
+        let config = HashConfig::test_min(preset);
+        let flash = Flash::new(Profile::test_min().geometry, None).expect("valid geometry");
+        let mut space = Space::open(flash, config.space.clone()).expect("erased flash");
+        let mut index = HashIndex::open(&space, config).expect("test_min opens");
+        let mut at = 0;
+        for (key, value) in &pairs {
+            at = index.put(&mut space, at, key, value).expect("fits");
+        }
+        let mut state = vec![choice as u8];
+        state.extend(index.durable_state());
+        write("hash_restore", preset.name(), &state);
+    }
+}
