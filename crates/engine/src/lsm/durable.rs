@@ -213,12 +213,6 @@ impl LsmTree {
                     bloom,
                 });
             }
-            if segments
-                .windows(2)
-                .any(|pair| pair[0].start_key >= pair[1].start_key)
-            {
-                return Err(bad("segments of a level out of order"));
-            }
             let prefix_offset = level::set_prefixes(&mut segments);
             tree.levels.push(Level {
                 segments: Arc::new(segments),
@@ -232,6 +226,13 @@ impl LsmTree {
         reader.finish()?;
         for index in 0..tree.levels.len() {
             tree.relink(index);
+        }
+        // The levels came from flash: a broken invariant is a malformed checkpoint, reported as
+        // such, not an assertion failure.
+        for (index, level) in tree.levels.iter().enumerate() {
+            level
+                .check_invariants(tree.levels.get(index + 1))
+                .map_err(bad)?;
         }
         Ok(tree)
     }
