@@ -62,22 +62,45 @@ fn table(out: &mut String, header: &[&str], rows: &[Vec<String>]) {
     out.push('\n');
 }
 
-/// The second column of every table: the workload, with the result's own parameters if it has
-/// any (prefetch degree, scan length, ...), so rows of one workload stay apart.
-fn workload_cell(result: &Value) -> String {
+fn params_text(params: &serde_json::Map<String, Value>, keys: &[&String]) -> String {
+    let parts: Vec<String> = keys
+        .iter()
+        .filter_map(|key| {
+            Some(match params.get(key.as_str())? {
+                Value::String(s) => format!("{key}={s}"),
+                other => format!("{key}={other}"),
+            })
+        })
+        .collect();
+    parts.join(", ")
+}
+
+/// The second column of every table: the workload, with those of the result's parameters whose
+/// values differ between results of the same preset and workload (a prefetch degree, say), so
+/// each row names what sets it apart. The rest are listed below the tables.
+fn workload_cell(result: &Value, results: &[Value]) -> String {
     let workload = text(result, "workload").to_string();
-    match result.get("params").and_then(Value::as_object) {
-        Some(params) if !params.is_empty() => {
-            let params: Vec<String> = params
-                .iter()
-                .map(|(key, value)| match value {
-                    Value::String(s) => format!("{key}={s}"),
-                    other => format!("{key}={other}"),
-                })
-                .collect();
-            format!("{workload} ({})", params.join(", "))
-        }
-        _ => workload,
+    let Some(params) = result.get("params").and_then(Value::as_object) else {
+        return workload;
+    };
+    let siblings: Vec<&Value> = results
+        .iter()
+        .filter(|other| {
+            text(other, "preset") == text(result, "preset") && text(other, "workload") == workload
+        })
+        .collect();
+    let varying: Vec<&String> = params
+        .keys()
+        .filter(|key| {
+            siblings.iter().any(|other| {
+                other.get("params").and_then(|p| p.get(key.as_str())) != params.get(key.as_str())
+            })
+        })
+        .collect();
+    if varying.is_empty() {
+        workload
+    } else {
+        format!("{workload} ({})", params_text(params, &varying))
     }
 }
 
@@ -130,7 +153,7 @@ fn run_section(out: &mut String, run: &FiguresRun) -> Result<(), FiguresError> {
         .map(|result| {
             vec![
                 text(result, "preset").to_string(),
-                workload_cell(result),
+                workload_cell(result, results),
                 cell(number(result, &["ops"]), 0),
                 cell(number(result, &["throughput_kops"]), 1),
                 latency(result, "read_latency_us", "avg"),
@@ -171,7 +194,7 @@ fn run_section(out: &mut String, run: &FiguresRun) -> Result<(), FiguresError> {
                 .map(|parts| parts.values().filter_map(Value::as_u64).sum::<u64>() / 1024);
             vec![
                 text(result, "preset").to_string(),
-                workload_cell(result),
+                workload_cell(result, results),
                 cell(number(result, &["flash_reads_per_query", "avg"]), 2),
                 cell(number(result, &["flash_reads_per_query", "max"]), 0),
                 cell(number(result, &["index_reads_per_get", "avg"]), 2),
@@ -216,7 +239,7 @@ fn run_section(out: &mut String, run: &FiguresRun) -> Result<(), FiguresError> {
             .map(|result| {
                 vec![
                     text(result, "preset").to_string(),
-                    workload_cell(result),
+                    workload_cell(result, results),
                     latency(result, "seek_latency_us", "avg"),
                     latency(result, "seek_latency_us", "p99"),
                     latency(result, "next_latency_us", "avg"),
@@ -233,6 +256,27 @@ fn run_section(out: &mut String, run: &FiguresRun) -> Result<(), FiguresError> {
         );
     }
 
+    let with_params: Vec<String> = results
+        .iter()
+        .filter_map(|result| {
+            let params = result.get("params")?.as_object()?;
+            let keys: Vec<&String> = params.keys().collect();
+            Some(format!(
+                "- {} {}: {}",
+                text(result, "preset"),
+                workload_cell(result, results),
+                params_text(params, &keys)
+            ))
+        })
+        .collect();
+    if !with_params.is_empty() {
+        let _ = writeln!(out, "Parameters and counters of each result:\n");
+        for line in with_params {
+            let _ = writeln!(out, "{line}");
+        }
+        out.push('\n');
+    }
+
     let notes: Vec<String> = results
         .iter()
         .filter_map(|result| {
@@ -240,7 +284,7 @@ fn run_section(out: &mut String, run: &FiguresRun) -> Result<(), FiguresError> {
             Some(format!(
                 "- {} {}: {note}",
                 text(result, "preset"),
-                workload_cell(result)
+                workload_cell(result, results)
             ))
         })
         .collect();
