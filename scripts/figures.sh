@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 # name | command (as a reader would type it; run with --json results/figures/NAME.json)
 RUNS=(
     "ycsb|kvssd bench ycsb --presets pink,lightstore,hash"
+    "ycsb-search|kvssd bench ycsb --presets pink-noopt,pink-range,pink --workloads load,c"
+    "gc|kvssd bench gc --presets pink,pink-gcrewrite,lightstore --records 1000000 --overwrites 3000000"
     "seek|kvssd bench seek --prefetch 0,8"
 )
 
