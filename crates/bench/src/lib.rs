@@ -8,12 +8,14 @@
 //! * [`ycsb`], [`gc`], [`seek`], [`kaml_micro`]: `kvssd bench ycsb`, `gc`, `seek` and `kaml-micro`,
 //!   all driving a [`kvssd_device::Device`] through its commands ([`target`]: the device with one
 //!   namespace as the runner's target).
+//! * [`figures`]: `docs/figures.md` from the benchmarks' JSON (`kvssd report figures`).
 //! * [`sim_speed`]: how fast the simulator copies pages compared with a plain random memory copy of
 //!   the same size on this machine.
 //!
 //! Simulated figures come from the virtual clock of the timing model and are labelled as such; the
 //! simulator's own speed is the only wall-clock figure, and is labelled too.
 
+pub mod figures;
 pub mod flash_bench;
 pub mod gc;
 pub mod kaml_micro;

@@ -277,3 +277,18 @@ pub(crate) fn parse_profile(name: &str) -> Result<Profile, String> {
 pub(crate) fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
+
+/// `kvssd report figures`: runs (a `--json` file and the `--command` that wrote it, paired in
+/// order) and where the markdown goes.
+#[derive(Debug, Args)]
+pub(crate) struct FiguresArgs {
+    /// A benchmark's `--json` output; repeat for several runs.
+    #[arg(long, required = true)]
+    pub(crate) json: Vec<std::path::PathBuf>,
+    /// The command that wrote the matching `--json` file (the section's heading).
+    #[arg(long, required = true)]
+    pub(crate) command: Vec<String>,
+    /// The markdown file to write.
+    #[arg(long, default_value = "docs/figures.md")]
+    pub(crate) out: std::path::PathBuf,
+}

@@ -11,10 +11,13 @@ mod image;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use kvssd_bench::figures;
 use kvssd_bench::flash_bench::{self, FlashBenchConfig};
 use kvssd_bench::sim_speed;
 
-use crate::args::{FlashBenchArgs, GcArgs, KamlMicroArgs, SeekArgs, SimSpeedArgs, YcsbArgs};
+use crate::args::{
+    FiguresArgs, FlashBenchArgs, GcArgs, KamlMicroArgs, SeekArgs, SimSpeedArgs, YcsbArgs,
+};
 use crate::bench::{run_gc, run_kaml_micro, run_seek, run_ycsb};
 
 /// kvssd: a key-value SSD in software, over simulated NAND flash or a file.
@@ -39,6 +42,15 @@ enum Command {
     /// Cut power at flash operations of a seeded workload, recover, and check nothing acknowledged
     /// was lost; prints the crash points survived.
     CrashTest(crash_test::CrashTestArgs),
+    /// Turn benchmarks' JSON into documents.
+    #[command(subcommand)]
+    Report(ReportCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum ReportCommand {
+    /// Write docs/figures.md: tables of every run given, each headed by its command and seed.
+    Figures(FiguresArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -89,6 +101,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Gc(args)) => run_gc(*args),
         Command::Bench(BenchCommand::Seek(args)) => run_seek(*args),
         Command::Bench(BenchCommand::KamlMicro(args)) => run_kaml_micro(*args),
+        Command::Report(ReportCommand::Figures(args)) => run_figures(args),
     }
 }
 
@@ -175,6 +188,51 @@ fn run_sim_speed(args: SimSpeedArgs) -> ExitCode {
         }
         Err(error) => {
             eprintln!("kvssd: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_figures(args: FiguresArgs) -> ExitCode {
+    if args.json.len() != args.command.len() {
+        eprintln!(
+            "kvssd: give one --command per --json ({} --json, {} --command)",
+            args.json.len(),
+            args.command.len()
+        );
+        return ExitCode::from(2);
+    }
+    let mut runs = Vec::new();
+    for (path, command) in args.json.iter().zip(args.command) {
+        let json = match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text),
+            Err(error) => {
+                eprintln!("kvssd: cannot read {}: {error}", path.display());
+                return ExitCode::FAILURE;
+            }
+        };
+        match json {
+            Ok(json) => runs.push(figures::FiguresRun { command, json }),
+            Err(error) => {
+                eprintln!("kvssd: {} is not JSON: {error}", path.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    let markdown = match figures::markdown(&runs) {
+        Ok(markdown) => markdown,
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match std::fs::write(&args.out, markdown) {
+        Ok(()) => {
+            eprintln!("wrote {}", args.out.display());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("kvssd: cannot write {}: {error}", args.out.display());
             ExitCode::FAILURE
         }
     }

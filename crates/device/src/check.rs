@@ -2,7 +2,7 @@
 //! index invariants, collecting every problem instead of stopping at the first.
 //!
 //! What is read, all through the same read paths the device uses (so a page whose checksum fails
-//! surfaces as the flash layer's `Corrupt` error, after the space layer's read retries):
+//! surfaces as the flash layer's `Corrupt` error, after the flash layer's read retries):
 //!
 //! * the durable structures the newest superblock copy names: every page of the checkpoint (which
 //!   must also decode), and every programmed page of the live log's blocks;

@@ -4,6 +4,7 @@
 //! * [`Flash`]: an array that enforces the NAND rules with typed errors, keeps each page's checksum,
 //!   schedules every operation on a virtual clock ([`TimingProfile`]), counts every operation by
 //!   [`Purpose`] ([`Counters`]) and injects faults deterministically ([`FaultConfig`]).
+//! * [`Flash::read_retrying`]: the one read-retry policy ([`READ_ATTEMPTS_MAX`]) for every layer.
 //! * Media: in memory, or a file or block device that survives close and reopen ([`MediaKind`]).
 //! * [`Profile`]: named geometry and timing pairs (`pink`, `test_min`).
 //!
@@ -33,6 +34,7 @@ pub mod fuzzing;
 mod geometry;
 mod media;
 mod profile;
+mod retry;
 pub mod timing;
 
 pub use counters::{Counters, OperationCounts, Purpose};
@@ -45,4 +47,5 @@ pub use geometry::{
 };
 pub use media::{MediaKind, IMAGE_FORMAT_VERSION};
 pub use profile::{Profile, PINK_BLOCKS_PER_DIE};
+pub use retry::READ_ATTEMPTS_MAX;
 pub use timing::{SimTime, TimingProfile, BOOKING_WINDOW_NS};

@@ -1,8 +1,11 @@
 //! Fault injection: power cuts with in-flight programs that are lost, torn or completed; later
-//! operations failing until power is restored; bad blocks; bit flips caught by the page checksum.
+//! operations failing until power is restored; bad blocks; bit flips caught by the page checksum;
+//! the read-retry policy.
 //! Every case is deterministic from its seed.
 
-use kvssd_flash::{BlockAddress, FaultConfig, Flash, FlashError, Profile, Purpose};
+use kvssd_flash::{
+    BlockAddress, FaultConfig, Flash, FlashError, Profile, Purpose, READ_ATTEMPTS_MAX,
+};
 
 fn flash() -> Flash {
     let profile = Profile::test_min();
@@ -189,6 +192,31 @@ fn faults_bit_flips_are_detected_never_returned() {
         "about half the reads flip a bit: {corrupt}"
     );
     assert_eq!(corrupt + clean, 400);
+}
+
+/// The read-retry policy: a torn page fails every read and is read exactly `READ_ATTEMPTS_MAX`
+/// times before `Corrupt` is returned; a transient flip is retried away.
+#[test]
+fn faults_read_retrying_reads_a_torn_page_read_attempts_max_times() {
+    let (_, _, mut flash) = cut_during_program(7, 1.0);
+    let mut back = page(&flash, 0);
+    let before = flash.counters().of(Purpose::Recovery).reads;
+    let result = flash.read_retrying(0, BLOCK.page(3), Purpose::Recovery, &mut back, &mut []);
+    assert!(matches!(result, Err(FlashError::Corrupt { .. })));
+    let reads = flash.counters().of(Purpose::Recovery).reads - before;
+    assert_eq!(reads, u64::from(READ_ATTEMPTS_MAX));
+
+    flash.set_faults(FaultConfig {
+        seed: 3,
+        bit_flip_probability: 0.2,
+        ..FaultConfig::default()
+    });
+    for _ in 0..50 {
+        flash
+            .read_retrying(0, BLOCK.page(0), Purpose::Recovery, &mut back, &mut [])
+            .expect("a flip on the way out is retried away");
+        assert_eq!(back, page(&flash, 1));
+    }
 }
 
 #[test]

@@ -77,31 +77,7 @@ fn put_opt(out: &mut Vec<u8>, value: Option<u64>) {
     }
 }
 
-/// Reads of one page tried before a checksum failure is returned: a bit flipped on the way out
-/// of the array fails the CRC once and reads correctly again (controllers' read retry); a torn or
-/// damaged page fails every time and is reported, never returned as data.
-pub const READ_ATTEMPTS_MAX: u32 = 8;
-
 impl Space {
-    pub(crate) fn read_retrying(
-        &mut self,
-        at: SimTime,
-        page: PageAddress,
-        purpose: Purpose,
-        data: &mut [u8],
-        oob: &mut [u8],
-    ) -> Result<kvssd_flash::PageRead> {
-        let mut attempt = 1;
-        loop {
-            match self.flash.read(at, page, purpose, data, oob) {
-                Err(kvssd_flash::FlashError::Corrupt { .. }) if attempt < READ_ATTEMPTS_MAX => {
-                    attempt += 1;
-                }
-                other => return Ok(other?),
-            }
-        }
-    }
-
     /// Installs the hook that writes a checkpoint before a block a durable checkpoint may reach is
     /// erased. Without a hook the layer erases at once (volatile or PLP operation).
     pub fn set_erase_hook(&mut self, hook: Option<Box<dyn EraseHook>>) {

@@ -110,7 +110,9 @@ impl Space {
         for page_in_block in 0..per_block {
             let page = PageIndex(block * per_block + page_in_block);
             let address = self.page_address(page)?;
-            let read = self.read_retrying(at, address, Purpose::Gc, &mut data, &mut oob)?;
+            let read = self
+                .flash
+                .read_retrying(at, address, Purpose::Gc, &mut data, &mut oob)?;
             done = done.max(read.done_at);
             match (stream, oob[0]) {
                 (Stream::Meta, OOB_KIND_META) => meta.push((page, data.clone())),

@@ -36,7 +36,8 @@ impl Space {
         Ok((PageIndex(index), done))
     }
 
-    /// Reads a whole page (meta pages are read this way).
+    /// Reads a whole page (meta pages are read this way), with the flash layer's read retry
+    /// ([`kvssd_flash::Flash::read_retrying`]).
     pub fn read_page(
         &mut self,
         at: SimTime,
@@ -45,7 +46,9 @@ impl Space {
     ) -> Result<(Vec<u8>, SimTime)> {
         let mut data = vec![0u8; self.geometry.page_bytes as usize];
         let address = self.page_address(page)?;
-        let read = self.read_retrying(at, address, purpose, &mut data, &mut [])?;
+        let read = self
+            .flash
+            .read_retrying(at, address, purpose, &mut data, &mut [])?;
         Ok((data, read.done_at))
     }
 

@@ -13,10 +13,6 @@ use crate::durability::superblock::{self, SuperblockError};
 use crate::durability::wal::{self, WalRecord};
 use crate::DeviceError;
 
-/// Reads of one page tried before a checksum failure is taken as final: bit flips on read are
-/// transient, a torn page fails every time.
-pub const READ_ATTEMPTS_MAX: u32 = 8;
-
 /// What recovery found and did.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RecoveryReport {
@@ -50,22 +46,19 @@ pub(crate) type SuperblockFound = (u64, Root, [u32; 2], SimTime);
 /// The log's records with their sequence numbers, pages read, why it ended, and when.
 pub(crate) type LogFound = (Vec<(u64, WalRecord)>, u64, LogEnd, SimTime);
 
-/// Reads a page; `Ok(None)` when it is erased or stays corrupt after [`READ_ATTEMPTS_MAX`] reads.
+/// Reads a page; `Ok(None)` when it is erased or stays corrupt after the flash layer's retries
+/// ([`kvssd_flash::READ_ATTEMPTS_MAX`] reads).
 pub(crate) fn read_page(
     flash: &mut Flash,
     at: SimTime,
     page: PageAddress,
 ) -> Result<(Option<Vec<u8>>, SimTime), DeviceError> {
     let mut data = vec![0u8; flash.geometry().page_bytes as usize];
-    for _ in 0..READ_ATTEMPTS_MAX {
-        match flash.read(at, page, Purpose::Recovery, &mut data, &mut []) {
-            Ok(read) => return Ok((Some(data), read.done_at)),
-            Err(FlashError::ReadErased { .. }) => return Ok((None, at)),
-            Err(FlashError::Corrupt { .. }) => continue,
-            Err(error) => return Err(DeviceError::Space(error.into())),
-        }
+    match flash.read_retrying(at, page, Purpose::Recovery, &mut data, &mut []) {
+        Ok(read) => Ok((Some(data), read.done_at)),
+        Err(FlashError::ReadErased { .. } | FlashError::Corrupt { .. }) => Ok((None, at)),
+        Err(error) => Err(DeviceError::Space(error.into())),
     }
-    Ok((None, at))
 }
 
 /// The newest valid superblock copy and each block's write position; `Ok(None)` when both

@@ -230,6 +230,7 @@ impl LsmTree {
             }
         }
         self.relink(target);
+        level::assert_installed(&self.levels, target);
         if last {
             self.activity.last_level_compactions += 1;
         }

@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kvssd_flash::codec::ByteReader;
-use kvssd_flash::{FlashError, Purpose, SimTime};
-use kvssd_space::{PageIndex, RecordPointer, Space, SpaceError};
+use kvssd_flash::{Purpose, SimTime};
+use kvssd_space::{PageIndex, RecordPointer, Space};
 
 use super::bloom::Bloom;
 use super::level::{self, Level, Segment};
@@ -29,9 +29,6 @@ use crate::EngineError;
 
 const MAGIC: &[u8; 4] = b"KLSM";
 const VERSION: u32 = 1;
-/// Reads of one page tried before a checksum failure is taken as final (bit flips on read are
-/// transient; a torn page fails every time).
-pub const READ_ATTEMPTS_MAX: u32 = 8;
 
 fn bad(what: &'static str) -> EngineError {
     EngineError::CheckpointMalformed(what)
@@ -40,23 +37,6 @@ fn bad(what: &'static str) -> EngineError {
 fn put_key(out: &mut Vec<u8>, key: &[u8]) {
     out.push(key.len() as u8);
     out.extend_from_slice(key);
-}
-
-/// Reads a page for recovery, retrying checksum failures a few times.
-pub(crate) fn read_page_retrying(
-    space: &mut Space,
-    at: SimTime,
-    page: PageIndex,
-) -> Result<(Vec<u8>, SimTime)> {
-    let mut attempt = 1;
-    loop {
-        match space.read_page(at, page, Purpose::Recovery) {
-            Err(SpaceError::Flash(FlashError::Corrupt { .. })) if attempt < READ_ATTEMPTS_MAX => {
-                attempt += 1;
-            }
-            other => return Ok(other?),
-        }
-    }
 }
 
 impl LsmTree {
@@ -233,12 +213,6 @@ impl LsmTree {
                     bloom,
                 });
             }
-            if segments
-                .windows(2)
-                .any(|pair| pair[0].start_key >= pair[1].start_key)
-            {
-                return Err(bad("segments of a level out of order"));
-            }
             let prefix_offset = level::set_prefixes(&mut segments);
             tree.levels.push(Level {
                 segments: Arc::new(segments),
@@ -252,6 +226,13 @@ impl LsmTree {
         reader.finish()?;
         for index in 0..tree.levels.len() {
             tree.relink(index);
+        }
+        // The levels came from flash: a broken invariant is a malformed checkpoint, reported as
+        // such, not an assertion failure.
+        for (index, level) in tree.levels.iter().enumerate() {
+            level
+                .check_invariants(tree.levels.get(index + 1))
+                .map_err(bad)?;
         }
         Ok(tree)
     }
@@ -267,7 +248,9 @@ impl LsmTree {
                     (Some(entries), _) => entries.as_ref().clone(),
                     (None, Some(page)) => {
                         space.account_meta_page(page);
-                        let (bytes, done) = read_page_retrying(space, t, page)?;
+                        // The space layer retries a page that fails its checksum; a failure
+                        // here is final.
+                        let (bytes, done) = space.read_page(t, page, Purpose::Recovery)?;
                         t = t.max(done);
                         SegmentPage::parse(&bytes, page.0)?.entries()?
                     }
@@ -286,5 +269,59 @@ impl LsmTree {
             space.account_record(RecordPointer::from_raw(pointer), key_len, value_len);
         }
         Ok(t)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The read-retry policy as recovery sees it: a meta page that fails its checksum on every
+    //! read is read exactly [`READ_ATTEMPTS_MAX`] times, once per attempt of the flash layer's
+    //! policy, and then reported. (The tree used to retry the space layer's retries, which read
+    //! such a page `READ_ATTEMPTS_MAX` squared times.)
+
+    use kvssd_flash::{FaultConfig, Flash, FlashError, Profile, Purpose, READ_ATTEMPTS_MAX};
+    use kvssd_space::Space;
+
+    use super::LsmTree;
+    use crate::{EngineConfig, EngineError, Preset};
+
+    #[test]
+    fn durable_persistently_corrupt_meta_page_is_read_read_attempts_max_times() {
+        let profile = Profile::test_min();
+        let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+        // `lightstore` pins nothing, so the first flush leaves a meta segment on flash only.
+        let config = EngineConfig::test_min(Preset::Lightstore);
+        let mut space = Space::open(flash, config.space.clone()).expect("space");
+        let mut tree = LsmTree::open(&space, config).expect("tree");
+        let on_flash = |tree: &LsmTree| {
+            tree.levels
+                .iter()
+                .flat_map(|level| level.segments.iter())
+                .any(|segment| segment.entries.is_none() && segment.page.is_some())
+        };
+        let mut now = 0;
+        for id in 0u32..10_000 {
+            if on_flash(&tree) {
+                break;
+            }
+            let key = format!("key{id:05}");
+            now = tree
+                .put(&mut space, now, key.as_bytes(), &[id as u8; 40])
+                .expect("put");
+        }
+        assert!(on_flash(&tree), "no meta segment reached flash");
+        // Every read now flips a bit, so the page fails its checksum however often it is read.
+        space.flash_mut().set_faults(FaultConfig {
+            bit_flip_probability: 1.0,
+            ..FaultConfig::default()
+        });
+        let reads_before = space.flash().counters().of(Purpose::Recovery).reads;
+        let result = tree.account_valid(&mut space, now);
+        let reads = space.flash().counters().of(Purpose::Recovery).reads - reads_before;
+        assert!(
+            matches!(result, Err(EngineError::Flash(FlashError::Corrupt { .. }))),
+            "a corrupt page is reported, got {result:?}"
+        );
+        assert_eq!(reads, u64::from(READ_ATTEMPTS_MAX));
     }
 }

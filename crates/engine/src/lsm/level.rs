@@ -158,6 +158,96 @@ impl Level {
     }
 }
 
+impl Level {
+    /// Checks the level's invariants; `next` is the level below, into which the range pointers
+    /// point. `Err` names the first one broken.
+    ///
+    /// * Segments are sorted by start key, strictly increasing (so their ranges are disjoint).
+    /// * A pinned level holds every segment's entries in DRAM and no page; an unpinned one holds
+    ///   a page and no entries.
+    /// * For entries in DRAM: each segment is non-empty, starts with its start key, is sorted
+    ///   strictly, and ends before the next segment starts; the level's `entries` and
+    ///   `key_bytes` are their count and their keys' bytes.
+    /// * For a level on flash: `entries` is zero exactly when there are no segments, and at least
+    ///   one per segment (each meta page holds one entry or more).
+    /// * Every range pointer is an index into `next`'s list (0 when `next` is absent or empty).
+    ///
+    /// Cost: O(segments) for a level on flash; O(entries) for a pinned one, which only ever
+    /// follows a merge in DRAM of at least as many entries.
+    pub(crate) fn check_invariants(&self, next: Option<&Level>) -> Result<(), &'static str> {
+        let next_segments = next.map_or(0, |level| level.segments.len());
+        let mut dram_entries = 0u64;
+        let mut dram_key_bytes = 0u64;
+        for (slot, segment) in self.segments.iter().enumerate() {
+            if let Some(following) = self.segments.get(slot + 1) {
+                if segment.start_key >= following.start_key {
+                    return Err("start keys are not strictly increasing");
+                }
+            }
+            if segment.range_pointer as usize >= next_segments.max(1) {
+                return Err("a range pointer is outside the next level's list");
+            }
+            match (&segment.entries, segment.page, self.pinned) {
+                (Some(entries), None, true) => {
+                    let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
+                        return Err("a pinned segment is empty");
+                    };
+                    if first.key != segment.start_key {
+                        return Err("a pinned segment does not begin with its start key");
+                    }
+                    if entries.windows(2).any(|pair| pair[0].key >= pair[1].key) {
+                        return Err("a pinned segment's entries are not strictly sorted");
+                    }
+                    if let Some(following) = self.segments.get(slot + 1) {
+                        if last.key >= following.start_key {
+                            return Err("a pinned segment overlaps the next one");
+                        }
+                    }
+                    dram_entries += entries.len() as u64;
+                    dram_key_bytes += entries.iter().map(|e| e.key.len() as u64).sum::<u64>();
+                }
+                (None, Some(_), false) => {}
+                _ => return Err("a segment is not held as its level's pinning says"),
+            }
+        }
+        if self.pinned {
+            if self.entries != dram_entries {
+                return Err("the entry count differs from the pinned segments'");
+            }
+            if self.key_bytes != dram_key_bytes {
+                return Err("the key bytes differ from the pinned segments'");
+            }
+        } else if (self.entries == 0) != self.segments.is_empty()
+            || self.entries < self.segments.len() as u64
+        {
+            return Err("the entry count cannot fill the level's segments");
+        }
+        Ok(())
+    }
+
+    /// [`Level::check_invariants`] as an assertion, kept in release builds: a level that breaks
+    /// them would answer GETs and scans wrongly from then on, so the process stops where the
+    /// level was installed. `index` names the level in the message.
+    pub(crate) fn assert_invariants(&self, index: usize, next: Option<&Level>) {
+        let checked = self.check_invariants(next);
+        assert!(
+            checked.is_ok(),
+            "level L{} broken when installed: {}",
+            index + 1,
+            checked.err().unwrap_or_default()
+        );
+    }
+}
+
+/// Asserts the invariants of the level at `index` of `levels` just installed, and of the level
+/// above it, whose range pointers were relinked into it.
+pub(crate) fn assert_installed(levels: &[Level], index: usize) {
+    if index > 0 {
+        levels[index - 1].assert_invariants(index - 1, levels.get(index));
+    }
+    levels[index].assert_invariants(index, levels.get(index + 1));
+}
+
 /// Sets each segment's range pointer of `upper` into `lower` (a merge-like walk of both lists).
 pub(crate) fn link(upper: &mut Level, lower: &Level, cpu: &mut CpuCounts) {
     let mut cursor = 0usize;
@@ -274,5 +364,89 @@ mod tests {
         assert_eq!(j, Some(1));
         let found = lower.find_segment(b"p", 3, 5, mode, &mut cpu);
         assert_eq!(found, lower.find_segment(b"p", 0, 99, mode, &mut cpu));
+    }
+
+    fn entry(key: &str) -> Entry {
+        Entry {
+            key: key.as_bytes().to_vec(),
+            pointer: 1,
+            value_len: 1,
+            from_gc: false,
+        }
+    }
+
+    /// A pinned level with one segment per group of keys.
+    fn pinned(groups: &[&[&str]]) -> Level {
+        let segments: Vec<Segment> = groups
+            .iter()
+            .map(|keys| Segment {
+                start_key: keys[0].as_bytes().to_vec(),
+                prefix: 0,
+                range_pointer: 0,
+                page: None,
+                entries: Some(Arc::new(keys.iter().map(|key| entry(key)).collect())),
+                bloom: None,
+            })
+            .collect();
+        let keys = groups.iter().flat_map(|keys| keys.iter());
+        Level {
+            entries: keys.clone().count() as u64,
+            key_bytes: keys.map(|key| key.len() as u64).sum(),
+            segments: Arc::new(segments),
+            pinned: true,
+            ..Level::default()
+        }
+    }
+
+    /// A level on flash with the given start keys.
+    fn on_flash(keys: &[&str], entries: u64) -> Level {
+        let mut level = level(keys);
+        for (slot, segment) in Arc::make_mut(&mut level.segments).iter_mut().enumerate() {
+            segment.page = Some(PageIndex(slot as u64));
+        }
+        level.entries = entries;
+        level
+    }
+
+    #[test]
+    fn level_invariants_hold_for_sorted_disjoint_levels() {
+        let upper = pinned(&[&["a", "b"], &["c", "d"]]);
+        let lower = on_flash(&["a", "m"], 40);
+        assert_eq!(upper.check_invariants(Some(&lower)), Ok(()));
+        assert_eq!(lower.check_invariants(None), Ok(()));
+        assert_eq!(Level::default().check_invariants(None), Ok(()));
+    }
+
+    #[test]
+    fn level_invariants_catch_each_broken_rule() {
+        let broken = |level: &Level, next: Option<&Level>| level.check_invariants(next).is_err();
+        // Start keys out of order, and overlapping pinned segments.
+        assert!(broken(&on_flash(&["b", "a"], 2), None));
+        assert!(broken(&pinned(&[&["a", "d"], &["c", "e"]]), None));
+        // Entries unsorted within a segment, or not starting at the start key.
+        assert!(broken(&pinned(&[&["b", "a"]]), None));
+        let mut level = pinned(&[&["a", "b"]]);
+        Arc::make_mut(&mut level.segments)[0].start_key = b"0".to_vec();
+        assert!(broken(&level, None));
+        // Counts that disagree with the segments.
+        let mut level = pinned(&[&["a", "b"]]);
+        level.entries = 3;
+        assert!(broken(&level, None));
+        assert!(broken(&on_flash(&["a", "b"], 1), None));
+        // A range pointer past the next level's list, or any pointer without a next level.
+        let mut level = on_flash(&["a", "b"], 2);
+        Arc::make_mut(&mut level.segments)[1].range_pointer = 2;
+        assert!(broken(&level, Some(&on_flash(&["a", "b"], 2))));
+        assert!(broken(&level, None));
+        // A segment held against its level's pinning.
+        let mut level = pinned(&[&["a"]]);
+        level.pinned = false;
+        assert!(broken(&level, None));
+    }
+
+    #[test]
+    #[should_panic(expected = "level L2 broken when installed")]
+    fn level_assert_invariants_panics_with_the_level_and_the_rule() {
+        on_flash(&["b", "a"], 2).assert_invariants(1, None);
     }
 }
