@@ -84,6 +84,9 @@ struct Activity {
     gc_victims_skipped: u64,
     gc_bucket_pages_moved: u64,
     gc_records_rewritten: u64,
+    gc_records_checked: u64,
+    gc_slots_examined: u64,
+    gc_slots_copied: u64,
 }
 
 /// Where a key's probe window holds the key.
