@@ -22,6 +22,11 @@ pub struct DeviceConfig {
     pub kaml: HashConfig,
     /// The configuration `block` namespaces start from (namespace id and space replaced).
     pub block: BlockConfig,
+    /// Controller time each store, retrieve, delete and batch command takes besides its
+    /// operations (fetching and parsing the command, setting up its transfers, posting its
+    /// completion), in nanoseconds; 0 (the default) leaves it out. A batch pays it once for all
+    /// its operations.
+    pub command_ns: u64,
     /// Device-wide GC starts when free blocks fall below this many.
     pub gc_threshold_blocks: u64,
     /// Most iterators open at once.
@@ -107,6 +112,7 @@ impl DeviceConfig {
             hash,
             kaml,
             block,
+            command_ns: 0,
             iterators_open_max: ITERATORS_OPEN_MAX,
             namespaces_max: NAMESPACES_MAX,
             batch_operations_max: BATCH_OPERATIONS_MAX,

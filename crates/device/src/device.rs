@@ -62,6 +62,15 @@ pub(crate) struct Core {
     last_dump: Option<crate::durability::plp::DumpReport>,
 }
 
+impl Core {
+    /// The controller's work on a command before its operations: fetching and parsing it, setting
+    /// up its transfers, posting its completion ([`DeviceConfig::command_ns`]). Returns when the
+    /// operations may start.
+    fn begin_command(&mut self, at: SimTime) -> SimTime {
+        self.space.compute(at, self.config.command_ns)
+    }
+}
+
 /// A key-value SSD: namespaces of different engines sharing one flash array, the command set of
 /// KAML and IterKVSSD, atomic batches, and snapshot iterators with prefetch.
 ///
@@ -191,7 +200,9 @@ impl Device {
         value: &[u8],
         mode: StoreMode,
     ) -> Result<SimTime> {
-        self.lock()?.store(at, namespace, key, value, mode)
+        let mut core = self.lock()?;
+        let at = core.begin_command(at);
+        core.store(at, namespace, key, value, mode)
     }
 
     /// The value of `key` (or `range` of it), with the whole value's length; `None` if absent.
@@ -202,12 +213,16 @@ impl Device {
         key: &[u8],
         range: Option<ByteRange>,
     ) -> Result<(Option<Retrieved>, SimTime)> {
-        self.lock()?.retrieve(at, namespace, key, range)
+        let mut core = self.lock()?;
+        let at = core.begin_command(at);
+        core.retrieve(at, namespace, key, range)
     }
 
     /// Deletes `key` (deleting an absent key is not an error).
     pub fn delete(&self, at: SimTime, namespace: NamespaceId, key: &[u8]) -> Result<SimTime> {
-        self.lock()?.delete(at, namespace, key)
+        let mut core = self.lock()?;
+        let at = core.begin_command(at);
+        core.delete(at, namespace, key)
     }
 
     /// Whether each key has a value, one answer per key, in order.
@@ -237,7 +252,9 @@ impl Device {
     /// none. Operations see the effects of earlier ones in the batch (an insert-only store after
     /// a delete of the same key succeeds).
     pub fn batch(&self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
-        self.lock()?.batch(at, operations)
+        let mut core = self.lock()?;
+        let at = core.begin_command(at);
+        core.batch(at, operations)
     }
 
     /// Opens an iterator over a snapshot of the namespace as it is now, positioned at its start.

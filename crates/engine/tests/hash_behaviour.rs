@@ -267,3 +267,34 @@ fn hash_gc_liveness_check_touches_each_slot_once() {
         assert_eq!(got.as_deref(), Some(&value[..]));
     }
 }
+
+/// `kaml` with its keys in the slots (KAML's 64-bit keys, §IV-C): other key lengths are refused,
+/// every answer matches a map through flushes, resizes and GC, and an update stages and applies
+/// without waiting for the replaced record (the signature is the key).
+#[test]
+fn hash_kaml_key_in_slot_keeps_64_bit_keys_without_reading_them() {
+    let mut config = HashConfig::test_min(HashPreset::Kaml);
+    config.key_in_slot = true;
+    let mut engine = engine(config);
+    assert!(matches!(
+        engine.put(0, b"short", b"v"),
+        Err(HashError::Engine(EngineError::Unsupported { .. }))
+    ));
+    let mut model = std::collections::BTreeMap::new();
+    let mut t = 0;
+    for step in 0..12_000u64 {
+        let key = (step * 7 % 900).to_be_bytes();
+        let mut value = format!("value {step}").into_bytes();
+        value.resize(48, b'.');
+        t = engine.put(t, &key, &value).expect("put");
+        model.insert(key, value);
+    }
+    t = engine.sync(t).expect("sync");
+    for (key, value) in &model {
+        let (found, done) = engine.get(t, key).expect("get");
+        t = done;
+        assert_eq!(found.as_ref(), Some(value));
+    }
+    let stats = engine.stats();
+    assert!(stats.resizes >= 1 && stats.gc_data_victims >= 1, "{stats}");
+}

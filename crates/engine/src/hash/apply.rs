@@ -168,8 +168,7 @@ impl HashIndex {
         let namespace = self.config.namespace;
         let mut t = at;
         let probe = loop {
-            let (probe, done, _, _) =
-                self.probe(space, t, key, hash, Purpose::Index, Purpose::UserData)?;
+            let (probe, done, _, _) = self.probe(space, t, key, hash, Purpose::UserData, false)?;
             t = done;
             if value.is_none() || probe.hit.is_some() {
                 break probe;

@@ -64,6 +64,8 @@ const DIRECTORY_ENTRY_BYTES: u64 = 8;
 const HASH_LOAD_FACTOR_HARD: f64 = 0.9;
 /// Default probe window of `kaml`.
 const KAML_PROBE_SLOTS: u64 = 64;
+/// Bytes of a key with `key_in_slot` (KAML's 64-bit keys).
+const KEY_IN_SLOT_BYTES: usize = 8;
 /// Default initial size of a `kaml` table.
 const KAML_INITIAL_SLOTS: u64 = 1024;
 
@@ -298,6 +300,14 @@ impl HashIndex {
         if key.len() > crate::KEY_BYTES_MAX {
             return Err(EngineError::KeyTooLong { len: key.len() }.into());
         }
+        if self.config.key_in_slot && key.len() != KEY_IN_SLOT_BYTES {
+            return Err(EngineError::Unsupported {
+                operation: "a key that is not 8 bytes",
+                engine: self.config.preset.name(),
+                why: "its slots hold 64-bit keys",
+            }
+            .into());
+        }
         Ok(())
     }
 
@@ -312,7 +322,10 @@ impl HashIndex {
 
     fn hash_of(&mut self, key: &[u8]) -> u64 {
         self.cpu_pending.bytes_hashed += key.len() as u64;
-        bucket::key_hash(key)
+        match <[u8; KEY_IN_SLOT_BYTES]>::try_from(key) {
+            Ok(fixed) if self.config.key_in_slot => bucket::fixed_key_hash(fixed),
+            _ => bucket::key_hash(key),
+        }
     }
 
     /// The block this index's GC would collect next among its own, if any (the device compares

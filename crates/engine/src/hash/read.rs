@@ -8,16 +8,17 @@ use super::bucket::Slot;
 use super::{HashError, HashIndex, Hit, Probe, Result};
 
 impl HashIndex {
-    /// Walks a key's probe window. Returns what it found, when, and the bucket pages and records
-    /// it read.
+    /// Walks a key's probe window, reading a matching slot's record for `data_purpose`; the walk
+    /// waits for that read unless the slot holds the key and `wait_for_record` is false. Returns
+    /// what it found, when, and the bucket pages and records it read.
     pub(super) fn probe(
         &mut self,
         space: &mut Space,
         at: SimTime,
         key: &[u8],
         hash: u64,
-        purpose: Purpose,
         data_purpose: Purpose,
+        wait_for_record: bool,
     ) -> Result<(Probe, SimTime, u32, u32)> {
         let signature = bucket::signature(hash, self.config.signature_bits);
         let home = bucket::home_slot(hash, self.table.total_slots());
@@ -27,7 +28,7 @@ impl HashIndex {
         let mut t = at;
         let mut free = None;
         for (page, start, count) in runs {
-            t = self.table.load(space, t, page, purpose)?;
+            t = self.table.load(space, t, page, Purpose::Index)?;
             let slots: Vec<Slot> = self
                 .table
                 .resident(page)
@@ -54,10 +55,21 @@ impl HashIndex {
                 t = self.charge(space, t);
                 let (record, done) =
                     space.read_record(t, RecordPointer::from_raw(slot.pointer), data_purpose)?;
-                t = done;
                 records += 1;
-                self.cpu_pending.compare(&record.key, key);
-                if record.key == key {
+                // With the key in the slot the match is the key: the record is read only for what
+                // it holds (a GET's value, a replaced record's length), and only a GET waits.
+                let same = if self.config.key_in_slot {
+                    debug_assert_eq!(record.key, key, "a 64-bit key in the slot matched");
+                    if wait_for_record {
+                        t = done;
+                    }
+                    true
+                } else {
+                    t = done;
+                    self.cpu_pending.compare(&record.key, key);
+                    record.key == key
+                };
+                if same {
                     let reads = (self.table.counts.page_reads - reads_before) as u32;
                     let hit = Hit {
                         page,
@@ -99,7 +111,7 @@ impl HashIndex {
         }
         let hash = self.hash_of(key);
         let (probe, t, index_reads, records) =
-            self.probe(space, at, key, hash, Purpose::Index, Purpose::UserData)?;
+            self.probe(space, at, key, hash, Purpose::UserData, true)?;
         self.record_get(index_reads, records);
         let value = probe.hit.map(|hit| hit.record.value);
         Ok((value, self.charge(space, t)))
@@ -142,7 +154,7 @@ impl HashIndex {
             return Ok((present, self.charge(space, at)));
         }
         let hash = self.hash_of(key);
-        let (probe, t, _, _) = self.probe(space, at, key, hash, Purpose::Index, Purpose::Index)?;
+        let (probe, t, _, _) = self.probe(space, at, key, hash, Purpose::Index, false)?;
         Ok((probe.hit.is_some(), self.charge(space, t)))
     }
 }
