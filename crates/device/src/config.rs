@@ -27,6 +27,10 @@ pub struct DeviceConfig {
     /// completion), in nanoseconds; 0 (the default) leaves it out. A batch pays it once for all
     /// its operations.
     pub command_ns: u64,
+    /// Controller time per operation of a command (each store, retrieve or delete, each operation
+    /// of a batch) besides what its engine charges: the firmware's handling of one record (its
+    /// transfer into the buffer, its lock, its completion entry), in nanoseconds; 0 by default.
+    pub operation_ns: u64,
     /// Device-wide GC starts when free blocks fall below this many.
     pub gc_threshold_blocks: u64,
     /// Most iterators open at once.
@@ -113,6 +117,7 @@ impl DeviceConfig {
             kaml,
             block,
             command_ns: 0,
+            operation_ns: 0,
             iterators_open_max: ITERATORS_OPEN_MAX,
             namespaces_max: NAMESPACES_MAX,
             batch_operations_max: BATCH_OPERATIONS_MAX,

@@ -63,11 +63,13 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    /// The controller's work on a command before its operations: fetching and parsing it, setting
-    /// up its transfers, posting its completion ([`DeviceConfig::command_ns`]). Returns when the
-    /// operations may start.
-    fn begin_command(&mut self, at: SimTime) -> SimTime {
-        self.space.compute(at, self.config.command_ns)
+    /// The controller's work on a command besides what its engine charges: fetching and parsing
+    /// it, setting up its transfers, posting its completion ([`DeviceConfig::command_ns`]), and
+    /// per operation the firmware's own handling of it ([`DeviceConfig::operation_ns`]). Returns
+    /// when the operations may start.
+    fn begin_command(&mut self, at: SimTime, operations: usize) -> SimTime {
+        let cost = self.config.command_ns + operations as u64 * self.config.operation_ns;
+        self.space.compute(at, cost)
     }
 }
 
@@ -201,7 +203,7 @@ impl Device {
         mode: StoreMode,
     ) -> Result<SimTime> {
         let mut core = self.lock()?;
-        let at = core.begin_command(at);
+        let at = core.begin_command(at, 1);
         core.store(at, namespace, key, value, mode)
     }
 
@@ -214,14 +216,14 @@ impl Device {
         range: Option<ByteRange>,
     ) -> Result<(Option<Retrieved>, SimTime)> {
         let mut core = self.lock()?;
-        let at = core.begin_command(at);
+        let at = core.begin_command(at, 1);
         core.retrieve(at, namespace, key, range)
     }
 
     /// Deletes `key` (deleting an absent key is not an error).
     pub fn delete(&self, at: SimTime, namespace: NamespaceId, key: &[u8]) -> Result<SimTime> {
         let mut core = self.lock()?;
-        let at = core.begin_command(at);
+        let at = core.begin_command(at, 1);
         core.delete(at, namespace, key)
     }
 
@@ -253,7 +255,7 @@ impl Device {
     /// a delete of the same key succeeds).
     pub fn batch(&self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
         let mut core = self.lock()?;
-        let at = core.begin_command(at);
+        let at = core.begin_command(at, operations.len());
         core.batch(at, operations)
     }
 
@@ -291,6 +293,12 @@ impl Device {
     /// An open iterator's snapshot DRAM and read counts.
     pub fn iter_info(&self, iterator: IteratorId) -> Result<IteratorInfo> {
         self.lock()?.iter_info(iterator)
+    }
+
+    /// The simulated time by which every flash die and controller core is idle (benchmarks start a
+    /// measured run there, so it does not inherit the previous one's background work).
+    pub fn quiescent_at(&self) -> Result<SimTime> {
+        Ok(self.lock()?.space.flash().quiescent_at())
     }
 
     /// Device-wide figures.

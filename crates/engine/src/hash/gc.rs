@@ -134,6 +134,11 @@ impl HashIndex {
                     let (pointer, written): (RecordPointer, SimTime) =
                         space.append_record(done, Purpose::Gc, namespace, &record.key, &value)?;
                     self.cpu_pending.bytes_copied += (record.key.len() + value.len()) as u64;
+                    if self.config.key_in_slot {
+                        self.record_lengths.remove(&record.pointer.raw());
+                        self.record_lengths
+                            .insert(pointer.raw(), value.len() as u32);
+                    }
                     t = t.max(written);
                     moved.push((page, offset, resident, pointer.raw()));
                     self.activity.gc_records_rewritten += 1;

@@ -41,7 +41,7 @@ mod stats;
 pub(crate) mod table;
 mod write;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kvssd_flash::SimTime;
 use kvssd_space::{Record, RecordPointer, Space};
@@ -97,6 +97,8 @@ struct Hit {
     offset: usize,
     pointer: RecordPointer,
     record: Record,
+    /// Length of the record's value (the record's value is empty when it was not read).
+    value_len: usize,
 }
 
 /// What a walk of a key's probe window found.
@@ -133,6 +135,10 @@ pub struct HashIndex {
     data_reads: ReadHistogram,
     last_get_index_reads: u32,
     last_get_data_reads: u32,
+    /// `key_in_slot`: the value length of every record the table points at, by record pointer.
+    /// KAML's 8-byte slot address has room for a record's size in chunks beside its location (a
+    /// 375 GB card needs about 32 bits of chunk address); this holds the same.
+    record_lengths: HashMap<u64, u32>,
 }
 
 impl HashIndex {
@@ -249,6 +255,7 @@ impl HashIndex {
             data_reads: ReadHistogram::default(),
             last_get_index_reads: 0,
             last_get_data_reads: 0,
+            record_lengths: HashMap::new(),
             config,
         })
     }

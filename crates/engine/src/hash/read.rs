@@ -1,16 +1,17 @@
 //! Reads: probe windows, GETs, presence checks, and the refused scan.
 
 use kvssd_flash::{Purpose, SimTime};
-use kvssd_space::{RecordPointer, Space};
+use kvssd_space::{Record, RecordPointer, Space};
 
 use super::bucket;
 use super::bucket::Slot;
 use super::{HashError, HashIndex, Hit, Probe, Result};
 
 impl HashIndex {
-    /// Walks a key's probe window, reading a matching slot's record for `data_purpose`; the walk
-    /// waits for that read unless the slot holds the key and `wait_for_record` is false. Returns
-    /// what it found, when, and the bucket pages and records it read.
+    /// Walks a key's probe window, reading a matching slot's record for `data_purpose` (unless the
+    /// slot holds the key, the record's length is known and `wait_for_record` is false: then the
+    /// hit's record has the key and no value). Returns what it found, when, and the bucket pages
+    /// and records it read.
     pub(super) fn probe(
         &mut self,
         space: &mut Space,
@@ -53,29 +54,42 @@ impl HashIndex {
                     continue;
                 }
                 t = self.charge(space, t);
-                let (record, done) =
-                    space.read_record(t, RecordPointer::from_raw(slot.pointer), data_purpose)?;
-                records += 1;
-                // With the key in the slot the match is the key: the record is read only for what
-                // it holds (a GET's value, a replaced record's length), and only a GET waits.
-                let same = if self.config.key_in_slot {
-                    debug_assert_eq!(record.key, key, "a 64-bit key in the slot matched");
-                    if wait_for_record {
-                        t = done;
+                let pointer = RecordPointer::from_raw(slot.pointer);
+                // With the key in the slot the match is the key: a put or presence check needs
+                // only the replaced record's length, which DRAM holds, so it reads nothing.
+                let known_len = self.record_lengths.get(&slot.pointer).copied();
+                let (record, value_len, same) = match known_len {
+                    Some(len) if self.config.key_in_slot && !wait_for_record => {
+                        let record = Record {
+                            namespace: self.config.namespace,
+                            key: key.to_vec(),
+                            value: Vec::new(),
+                        };
+                        (record, len as usize, true)
                     }
-                    true
-                } else {
-                    t = done;
-                    self.cpu_pending.compare(&record.key, key);
-                    record.key == key
+                    _ => {
+                        let (record, done) = space.read_record(t, pointer, data_purpose)?;
+                        t = done;
+                        records += 1;
+                        let same = if self.config.key_in_slot {
+                            debug_assert_eq!(record.key, key, "a 64-bit key in the slot matched");
+                            true
+                        } else {
+                            self.cpu_pending.compare(&record.key, key);
+                            record.key == key
+                        };
+                        let len = record.value.len();
+                        (record, len, same)
+                    }
                 };
                 if same {
                     let reads = (self.table.counts.page_reads - reads_before) as u32;
                     let hit = Hit {
                         page,
                         offset,
-                        pointer: RecordPointer::from_raw(slot.pointer),
+                        pointer,
                         record,
+                        value_len,
                     };
                     return Ok((
                         Probe {
