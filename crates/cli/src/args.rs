@@ -28,24 +28,45 @@ pub(crate) struct RunArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct KamlMicroArgs {
-    /// Value sizes of the Fetch / Update / Insert experiment, comma-separated.
-    #[arg(long, default_value = "512,1024,2048,4096", value_delimiter = ',', value_parser = parse_value_bytes)]
+    /// Record sizes of the Fetch / Update / Insert experiment, comma-separated (KAML Figs. 5, 6).
+    #[arg(long, default_value = "64,256,1024,4096", value_delimiter = ',', value_parser = parse_value_bytes)]
     pub(crate) value_sizes: Vec<usize>,
-    /// Records per atomic batch in the batch experiment, comma-separated.
+    /// Records per atomic batch in the batch experiment, comma-separated (Fig. 7).
     #[arg(long, default_value = "1,2,4,8", value_delimiter = ',', value_parser = parse_batch)]
     pub(crate) batch_sizes: Vec<usize>,
-    /// Logs the namespace writes to in the logs experiment, comma-separated (at most the dies).
+    /// Logs the namespace writes to in the logs experiment, comma-separated, at most the dies
+    /// (Fig. 8).
     #[arg(long, default_value = "16,32,64", value_delimiter = ',', value_parser = parse_logs)]
     pub(crate) logs: Vec<u32>,
+    /// Record size of the batch experiment.
+    #[arg(long, default_value_t = 256, value_parser = parse_value_bytes)]
+    pub(crate) value_bytes: usize,
+    /// Record size of the logs experiment.
+    #[arg(long, default_value_t = 4096, value_parser = parse_value_bytes)]
+    pub(crate) logs_value_bytes: usize,
     /// Records inserted (the Insert experiment and the data set of Update and Fetch).
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) records: u64,
-    /// Commands of each Update and Fetch run.
+    /// Commands of each Update and Fetch bandwidth run.
     #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) ops: u64,
-    /// Closed-loop clients (KAML's bandwidth runs use 8 host threads).
+    /// Commands of each single-client latency run (KAML measures latency with one thread).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) latency_ops: u64,
+    /// Closed-loop clients of the bandwidth runs, one command outstanding each (KAML's bandwidth
+    /// runs use 8 host threads).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub(crate) clients: u32,
+    /// Load factor of kaml's fixed-size mapping table once the records are in (KAML Fig. 5:
+    /// 0.1 to 0.7; Fig. 6: 0.4).
+    #[arg(long, default_value_t = 0.4)]
+    pub(crate) load_factor: f64,
+    /// Controller time per command besides its records, nanoseconds, on both presets.
+    #[arg(long, default_value_t = 4_000)]
+    pub(crate) command_ns: u64,
+    /// Controller time per record of a command, nanoseconds, on both presets.
+    #[arg(long, default_value_t = 11_000)]
+    pub(crate) operation_ns: u64,
     /// Seed.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,

@@ -1,5 +1,6 @@
 //! How a device is set up: the space and engine templates, limits, and durability mode.
 
+use kvssd_engine::block::BlockConfig;
 use kvssd_engine::hash::{HashConfig, HashPreset};
 use kvssd_engine::{EngineConfig, Preset};
 use kvssd_flash::Profile;
@@ -19,6 +20,17 @@ pub struct DeviceConfig {
     pub hash: HashConfig,
     /// The configuration `kaml` namespaces start from (namespace id and space replaced).
     pub kaml: HashConfig,
+    /// The configuration `block` namespaces start from (namespace id and space replaced).
+    pub block: BlockConfig,
+    /// Controller time each store, retrieve, delete and batch command takes besides its
+    /// operations (fetching and parsing the command, setting up its transfers, posting its
+    /// completion), in nanoseconds; 0 (the default) leaves it out. A batch pays it once for all
+    /// its operations.
+    pub command_ns: u64,
+    /// Controller time per operation of a command (each store, retrieve or delete, each operation
+    /// of a batch) besides what its engine charges: the firmware's handling of one record (its
+    /// transfer into the buffer, its lock, its completion entry), in nanoseconds; 0 by default.
+    pub operation_ns: u64,
     /// Device-wide GC starts when free blocks fall below this many.
     pub gc_threshold_blocks: u64,
     /// Most iterators open at once.
@@ -58,6 +70,9 @@ impl DeviceConfig {
         let mut config = DeviceConfig::with_engine(engine);
         config.hash = HashConfig::new(HashPreset::Hash, &profile.geometry);
         config.kaml = HashConfig::new(HashPreset::Kaml, &profile.geometry);
+        config.block = BlockConfig::new(&profile.geometry);
+        config.block.cpu = config.engine.cpu;
+        config.block.delete_reserve_blocks = config.engine.delete_reserve_blocks;
         config
     }
 
@@ -70,6 +85,7 @@ impl DeviceConfig {
         // other namespaces, large enough that evictions and write-backs happen.
         config.hash.table_slots = 1024;
         config.kaml = HashConfig::test_min(HashPreset::Kaml);
+        config.block = BlockConfig::test_min();
         config
     }
 
@@ -86,6 +102,10 @@ impl DeviceConfig {
         };
         let hash = hash_template(HashPreset::Hash);
         let kaml = hash_template(HashPreset::Kaml);
+        let mut block = BlockConfig::new(&Profile::test_min().geometry);
+        block.space = engine.space.clone();
+        block.delete_reserve_blocks = engine.delete_reserve_blocks;
+        block.cpu = engine.cpu;
         DeviceConfig {
             gc_threshold_blocks: u64::from(space.gc_reserve_blocks)
                 + u64::from(engine.delete_reserve_blocks)
@@ -95,6 +115,9 @@ impl DeviceConfig {
             engine,
             hash,
             kaml,
+            block,
+            command_ns: 0,
+            operation_ns: 0,
             iterators_open_max: ITERATORS_OPEN_MAX,
             namespaces_max: NAMESPACES_MAX,
             batch_operations_max: BATCH_OPERATIONS_MAX,

@@ -2,7 +2,9 @@
 //! recovery, and a check against a model of what was acknowledged and what was in flight.
 //!
 //! The workload (stores, deletes, batches across namespaces, namespace create and delete,
-//! iterators) is a pure function of the seed. A dry run counts its flash operations; a pass then
+//! iterators) is a pure function of the seed. For a preset of logical blocks (`block`) its keys are
+//! LBAs and its stores whole blocks or a few bytes at an offset in one (read-modify-writes), which
+//! the model applies to its copy of the block. A dry run counts its flash operations; a pass then
 //! cuts power after each of them (or a seeded sample) with torn in-flight programs, injects bit
 //! flips on every read after the cut, reopens the device (recovery) and checks:
 //!
@@ -146,10 +148,43 @@ enum Command {
     Scan(usize),
 }
 
+/// Keys the workload uses.
+const KEYS: u64 = 24;
+
+/// The workload's key number `number`: `key000` to `key023`, or for a preset of logical blocks the
+/// LBA as 8 big-endian bytes.
+fn key_name(number: u64, blocks: bool) -> Vec<u8> {
+    if blocks {
+        number.to_be_bytes().to_vec()
+    } else {
+        format!("key{number:03}").into_bytes()
+    }
+}
+
+/// Writes a store into a namespace's model: a key of 12 bytes (a preset of logical blocks: LBA and
+/// byte offset) writes part of the block, whose other bytes stay (zeros if it had none).
+fn store_into(map: &mut BTreeMap<Vec<u8>, Vec<u8>>, key: &[u8], value: &[u8]) {
+    if key.len() != 12 {
+        map.insert(key.to_vec(), value.to_vec());
+        return;
+    }
+    let offset = u32::from_be_bytes([key[8], key[9], key[10], key[11]]) as usize;
+    let block = map
+        .entry(key[..8].to_vec())
+        .or_insert_with(|| vec![0; HARNESS_LOGICAL_BLOCK_BYTES as usize]);
+    block[offset..offset + value.len()].copy_from_slice(value);
+}
+
+/// Bytes of a logical block in the harness's configuration (the `block` preset).
+const HARNESS_LOGICAL_BLOCK_BYTES: u32 = 128;
+
 fn workload(config: &CrashConfig) -> Vec<Command> {
     let mut rng = Rng(config.seed ^ 0x6b76_7373_6463_7261);
     let mut second = false;
-    let key = |rng: &mut Rng| format!("key{:03}", rng.below(24)).into_bytes();
+    let (_, device_config) = harness_config_for(config.durability);
+    let block_bytes = config.preset.logical_block_bytes(&device_config);
+    let blocks = block_bytes.is_some();
+    let key = |rng: &mut Rng| key_name(rng.below(KEYS), blocks);
     let mut commands = Vec::with_capacity(config.commands);
     for index in 0..config.commands {
         let value = |rng: &mut Rng| {
@@ -158,11 +193,33 @@ fn workload(config: &CrashConfig) -> Vec<Command> {
             value.extend((0..len).map(|_| b'a' + rng.below(26) as u8));
             value
         };
+        // For logical blocks: a whole block (the value padded), or a few bytes at an offset in it
+        // (a read-modify-write).
+        let store = |rng: &mut Rng| -> (Vec<u8>, Vec<u8>) {
+            let mut v = value(rng);
+            match block_bytes {
+                None => (key(rng), v),
+                Some(block) => {
+                    let block = block as usize;
+                    if rng.below(2) == 0 {
+                        v.resize(block, b'.');
+                        (key(rng), v)
+                    } else {
+                        v.truncate(1 + rng.below(16) as usize);
+                        let offset = rng.below((block - v.len()) as u64 + 1) as u32;
+                        let mut k = key(rng);
+                        k.extend_from_slice(&offset.to_be_bytes());
+                        (k, v)
+                    }
+                }
+            }
+        };
         let slot = |rng: &mut Rng| usize::from(second && rng.below(2) == 1);
         let roll = rng.below(100);
         let command = if roll < 45 {
             let s = slot(&mut rng);
-            Command::Store(s, key(&mut rng), value(&mut rng))
+            let (k, v) = store(&mut rng);
+            Command::Store(s, k, v)
         } else if roll < 60 {
             let s = slot(&mut rng);
             Command::Delete(s, key(&mut rng))
@@ -172,11 +229,16 @@ fn workload(config: &CrashConfig) -> Vec<Command> {
             let mut seen = BTreeSet::new();
             for _ in 0..n {
                 let s = slot(&mut rng);
-                let k = key(&mut rng);
-                if !seen.insert((s, k.clone())) {
+                let (k, v) = if rng.below(4) != 0 {
+                    let (k, v) = store(&mut rng);
+                    (k, Some(v))
+                } else {
+                    (key(&mut rng), None)
+                };
+                // One operation per block: a batch must not name a key twice.
+                if !seen.insert((s, k[..k.len().min(8)].to_vec())) {
                     continue;
                 }
-                let v = (rng.below(4) != 0).then(|| value(&mut rng));
                 ops.push((s, k, v));
             }
             Command::Batch(ops)
@@ -212,6 +274,8 @@ pub fn harness_config_for(durability: Durability) -> (Profile, DeviceConfig) {
     config.engine.l0_bytes = 600;
     config.hash.write_buffer_bytes = 600;
     config.kaml.write_buffer_bytes = 600;
+    config.block.write_buffer_bytes = 600;
+    config.block.logical_block_bytes = HARNESS_LOGICAL_BLOCK_BYTES;
     config.durability = durability;
     (profile, config)
 }
@@ -235,9 +299,7 @@ struct Run {
 
 fn apply(state: &mut State, ids: &mut BTreeMap<usize, u32>, command: &Command, new_id: u32) {
     match command {
-        Command::Store(s, k, v) => {
-            state.entry(*s).or_default().insert(k.clone(), v.clone());
-        }
+        Command::Store(s, k, v) => store_into(state.entry(*s).or_default(), k, v),
         Command::Delete(s, k) => {
             state.entry(*s).or_default().remove(k);
         }
@@ -245,9 +307,11 @@ fn apply(state: &mut State, ids: &mut BTreeMap<usize, u32>, command: &Command, n
             for (s, k, v) in ops {
                 let map = state.entry(*s).or_default();
                 match v {
-                    Some(v) => map.insert(k.clone(), v.clone()),
-                    None => map.remove(k),
-                };
+                    Some(v) => store_into(map, k, v),
+                    None => {
+                        map.remove(k);
+                    }
+                }
             }
         }
         Command::CreateFirst => {
@@ -479,8 +543,11 @@ fn read_device(device: &Device, preset: PresetKind) -> Result<Found, String> {
     let mut found = Found::new();
     for id in listed {
         let mut pairs = BTreeMap::new();
-        for key in 0..24 {
-            let key = format!("key{key:03}").into_bytes();
+        let blocks = preset
+            .logical_block_bytes(&DeviceConfig::test_min())
+            .is_some();
+        for key in 0..KEYS {
+            let key = key_name(key, blocks);
             if let Some(value) = get(device, id, &key)? {
                 pairs.insert(key, value);
             }

@@ -23,7 +23,10 @@ impl DeviceConfig {
                 + engine.l0_bytes
                 + engine.value_bytes_max(geometry) as u64
                 + geometry.block_bytes();
-            DeviceConfig::with_engine(engine)
+            let mut config = DeviceConfig::with_engine(engine);
+            config.block = kvssd_engine::block::BlockConfig::new(geometry);
+            config.block.space = config.space.clone();
+            config
         };
         config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
         config

@@ -4,6 +4,7 @@
 //! device never asks which engine it is. Adding an engine is one type implementing
 //! [`kvssd_engine::Engine`] with a [`Factory`] that opens it, and one line in [`PRESETS`].
 
+use kvssd_engine::block::BlockIndex;
 use kvssd_engine::hash::{HashIndex, HashPreset};
 use kvssd_engine::{Capabilities, Engine, EngineError, LsmTree, Preset};
 use kvssd_space::Space;
@@ -22,6 +23,13 @@ pub(crate) trait Factory: Sync {
     /// The DRAM budget its engines get under `config` (0: derived from the capacity), for the
     /// power-loss dump's bound.
     fn dram_budget_bytes(&self, config: &DeviceConfig) -> u64;
+
+    /// For an engine whose keys are logical block numbers: the bytes of a logical block under
+    /// `config` (`None` for key-value engines).
+    fn logical_block_bytes(&self, config: &DeviceConfig) -> Option<u32> {
+        let _ = config;
+        None
+    }
 
     /// An empty engine for namespace `namespace` (`saved`: `None`), or one restored from the
     /// bytes of its [`Engine::durable_state`].
@@ -114,6 +122,51 @@ impl Factory for Hash {
     }
 }
 
+/// `block`: a conventional SSD's page-mapped FTL, keys being logical block numbers.
+struct Block;
+
+impl Factory for Block {
+    fn name(&self) -> &'static str {
+        "block"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { ordered: false }
+    }
+
+    fn dram_budget_bytes(&self, config: &DeviceConfig) -> u64 {
+        // What `open` derives for a budget of 0: the map and the write buffer (sized to the
+        // capacity when the logical space is, so the dump's bound never falls short of it).
+        let block = &config.block;
+        if block.dram_budget_bytes > 0 {
+            block.dram_budget_bytes
+        } else {
+            block.dram_needed_bytes()
+        }
+    }
+
+    fn logical_block_bytes(&self, config: &DeviceConfig) -> Option<u32> {
+        Some(config.block.logical_block_bytes)
+    }
+
+    fn open(
+        &self,
+        space: &Space,
+        config: &DeviceConfig,
+        namespace: u32,
+        saved: Option<&[u8]>,
+    ) -> Result<Box<dyn Engine>, EngineError> {
+        let mut engine = config.block.clone();
+        engine.namespace = namespace;
+        engine.space = space.config().clone();
+        let index = match saved {
+            None => BlockIndex::open(space, engine)?,
+            Some(bytes) => BlockIndex::restore(space, engine, bytes)?,
+        };
+        Ok(Box::new(index))
+    }
+}
+
 /// Every preset, in the order of their on-flash codes: a namespace's preset is stored as its
 /// position here, so entries are only ever appended.
 pub(crate) const PRESETS: &[&dyn Factory] = &[
@@ -124,6 +177,7 @@ pub(crate) const PRESETS: &[&dyn Factory] = &[
     &Hash(HashPreset::Hash),
     &Hash(HashPreset::Kaml),
     &Lsm(Preset::PinkGcRewrite),
+    &Block,
 ];
 
 /// How many presets there are.

@@ -31,7 +31,7 @@ impl fmt::Display for IteratorId {
 
 /// The engine preset of a namespace: one entry of the device's preset table (the LSM presets
 /// `pink`, `pink-noopt`, `pink-range`, `lightstore`, `pink-gcrewrite`; the hash presets `hash`,
-/// `kaml`). Made from an LSM [`Preset`], a [`HashPreset`] or a name.
+/// `kaml`; the page-mapped FTL `block`). Made from an LSM [`Preset`], a [`HashPreset`] or a name.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PresetKind(u8);
 
@@ -59,6 +59,12 @@ impl PresetKind {
     /// Whether namespaces of this preset serve iterators (engines that keep their keys in order).
     pub fn supports_iterators(self) -> bool {
         self.factory().capabilities().ordered
+    }
+
+    /// For a preset whose keys are logical block numbers (`block`: 8-byte big-endian LBAs, with a
+    /// 4-byte offset to write part of a block), the bytes of a logical block under `config`.
+    pub fn logical_block_bytes(self, config: &crate::DeviceConfig) -> Option<u32> {
+        self.factory().logical_block_bytes(config)
     }
 
     /// The code stored on flash (its position in [`PresetKind::ALL`]).

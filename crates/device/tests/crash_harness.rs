@@ -1,6 +1,6 @@
-//! The CI crash passes. For every preset (the four LSM presets, `hash` and `kaml`), the small
+//! The CI crash passes. For every preset (the LSM presets, `hash`, `kaml` and `block`), the small
 //! seeded workload (stores, deletes, batches across namespaces, namespace create and delete,
-//! iterators where the preset has them), with bit flips on reads during the workload and after
+//! iterators where the preset has them; for `block`, whole and partial writes of logical blocks), with bit flips on reads during the workload and after
 //! the cut, recovery, and a check against the model of acknowledged and in-flight commands:
 //!
 //! * write-ahead log, sync per command: power cut after every flash operation (torn in-flight

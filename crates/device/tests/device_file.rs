@@ -213,3 +213,72 @@ fn device_file_refuses_foreign_files_and_unsupported_versions() {
     ));
     let _ = std::fs::remove_file(&path);
 }
+
+/// `block` on a file image under the write-ahead log: whole-block writes, writes of part of a
+/// block (read-modify-writes) and trims, closed or abandoned, reopen to the last acknowledged
+/// logical blocks.
+#[test]
+fn device_file_keeps_block_writes_across_close_and_abandon() {
+    use kvssd_engine::block::{lba_key, lba_offset_key};
+    for close in [true, false] {
+        let path = image(if close {
+            "block-close"
+        } else {
+            "block-abandon"
+        });
+        let profile = Profile::test_min();
+        let config = config();
+        let block = config.block.logical_block_bytes as usize;
+        let device = Device::create(&path, profile.geometry, None, config.clone()).expect("create");
+        let preset: kvssd_device::PresetKind = "block".parse().expect("block preset");
+        let namespace = device
+            .create_namespace(NamespaceSpec::new(preset))
+            .expect("create block");
+        let mut model: Vec<Option<Vec<u8>>> = vec![None; 30];
+        let mut t = 0;
+        for step in 0..200u32 {
+            let lba = u64::from(step * 7 % 30);
+            let current = &mut model[lba as usize];
+            if step % 11 == 10 {
+                t = device.delete(t, namespace, &lba_key(lba)).expect("trim");
+                *current = None;
+            } else if step % 3 == 0 {
+                let value = vec![(step % 251) as u8; block];
+                t = device
+                    .store(t, namespace, &lba_key(lba), &value, StoreMode::Upsert)
+                    .expect("write");
+                *current = Some(value);
+            } else {
+                let offset = (step as usize * 13) % (block - 8);
+                let value = step.to_le_bytes().repeat(2);
+                t = device
+                    .store(
+                        t,
+                        namespace,
+                        &lba_offset_key(lba, offset as u32),
+                        &value,
+                        StoreMode::Upsert,
+                    )
+                    .expect("partial write");
+                let data = current.get_or_insert_with(|| vec![0; block]);
+                data[offset..offset + value.len()].copy_from_slice(&value);
+            }
+        }
+        if close {
+            device.close(t).expect("close");
+        } else {
+            drop(device);
+        }
+        let device = Device::open_path(&path, None, config.clone()).expect("reopen");
+        for (lba, expected) in model.iter().enumerate() {
+            let found = device
+                .retrieve(0, namespace, &lba_key(lba as u64), None)
+                .expect("read")
+                .0
+                .map(|found| found.value);
+            assert_eq!(&found, expected, "close {close}, logical block {lba}");
+        }
+        drop(device);
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -6,6 +6,8 @@
 //!   [`Preset`]: level pinning, 4-byte prefixes and range pointers (fractional cascading) for `pink`;
 //!   per-segment Bloom filters sized by Monkey's allocation for `lightstore`; GC that rewrites meta
 //!   segments for `lightstore` and `pink-gcrewrite`.
+//! * [`block`]: a conventional SSD's page-mapped FTL (KAML's baseline firmware): keys are logical
+//!   block numbers, values logical blocks, writes smaller than a block read-modify-write it.
 //! * [`hash`]: PinK's hash baseline (§2.3) and KAML's in-DRAM index (§IV-C), two presets of one
 //!   engine sharing the configuration, errors, CPU cost model and the space layer below.
 //!
@@ -24,6 +26,7 @@
 //! assert_eq!(value.as_deref(), Some(&b"value"[..]));
 //! ```
 
+pub mod block;
 mod config;
 pub mod contract;
 mod cpu;

@@ -239,12 +239,18 @@ impl Space {
 
     /// Adds a meta page the index references to the accounting (after a restart).
     pub fn account_meta_page(&mut self, page: PageIndex) {
+        self.account_meta_bytes(page, u64::from(self.geometry.page_bytes));
+    }
+
+    /// Adds `bytes` of a meta page the index references to the accounting (after a restart); the
+    /// mirror of [`Space::invalidate_meta_bytes`].
+    pub fn account_meta_bytes(&mut self, page: PageIndex, bytes: u64) {
         let block = page.0 / u64::from(self.geometry.pages_per_block);
         if matches!(
             self.blocks.get(block as usize).map(|info| info.usage),
             Some(BlockUse::Used(Stream::Meta))
         ) {
-            self.add_valid(block, u64::from(self.geometry.page_bytes));
+            self.add_valid(block, bytes);
         }
     }
 

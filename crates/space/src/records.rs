@@ -64,13 +64,19 @@ impl Space {
 
     /// Reports that a meta page is no longer referenced.
     pub fn invalidate_meta(&mut self, page: PageIndex) {
+        self.invalidate_meta_bytes(page, u64::from(self.geometry.page_bytes));
+    }
+
+    /// Reports that `bytes` of meta page `page` are no longer referenced: for an index that packs
+    /// several items into a page and frees them one at a time (the `block` FTL's logical blocks).
+    pub fn invalidate_meta_bytes(&mut self, page: PageIndex, bytes: u64) {
         let block = page.0 / u64::from(self.geometry.pages_per_block);
         if let Some(BlockInfo {
             usage: BlockUse::Used(Stream::Meta),
             ..
         }) = self.blocks.get(block as usize)
         {
-            self.sub_valid(block, u64::from(self.geometry.page_bytes));
+            self.sub_valid(block, bytes);
         }
     }
 

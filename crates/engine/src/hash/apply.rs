@@ -168,8 +168,7 @@ impl HashIndex {
         let namespace = self.config.namespace;
         let mut t = at;
         let probe = loop {
-            let (probe, done, _, _) =
-                self.probe(space, t, key, hash, Purpose::Index, Purpose::UserData)?;
+            let (probe, done, _, _) = self.probe(space, t, key, hash, Purpose::UserData, false)?;
             t = done;
             if value.is_none() || probe.hit.is_some() {
                 break probe;
@@ -201,6 +200,10 @@ impl HashIndex {
                 };
                 let (pointer, done) =
                     space.append_record(t, Purpose::UserData, namespace, key, value)?;
+                if self.config.key_in_slot {
+                    self.record_lengths
+                        .insert(pointer.raw(), value.len() as u32);
+                }
                 self.cpu_pending.bytes_copied += (key.len() + value.len()) as u64;
                 programmed = done;
                 let slot = Slot {
@@ -244,8 +247,11 @@ impl HashIndex {
     }
 
     /// Reports a replaced or deleted record dead to the space layer.
-    pub(super) fn forget(&self, space: &mut Space, key: &[u8], hit: &Hit) {
-        space.invalidate_record(hit.pointer, key.len(), hit.record.value.len());
+    pub(super) fn forget(&mut self, space: &mut Space, key: &[u8], hit: &Hit) {
+        space.invalidate_record(hit.pointer, key.len(), hit.value_len);
+        if self.config.key_in_slot {
+            self.record_lengths.remove(&hit.pointer.raw());
+        }
     }
 
     /// `kaml`: doubles the table (more if a key's window would not fit) and re-inserts every key.

@@ -67,6 +67,12 @@ pub(crate) fn key_hash(key: &[u8]) -> u64 {
     mix(hash)
 }
 
+/// The hash of an 8-byte key held in its slot (`key_in_slot`): a bijection of the key, so equal
+/// 64-bit signatures mean equal keys.
+pub(crate) fn fixed_key_hash(key: [u8; 8]) -> u64 {
+    mix(u64::from_be_bytes(key))
+}
+
 fn mix(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -75,6 +75,13 @@ pub struct HashConfig {
     pub dram_budget_bytes: u64,
     /// Load factor at which `hash` sizes its table for a full device and `kaml` doubles its table.
     pub load_factor_max: f64,
+    /// `kaml` with 64-bit signatures only: keys are exactly 8 bytes, KAML's 64-bit keys, and a
+    /// slot's signature is a bijection of its key, so the slot holds the key as KAML's 16-byte slots
+    /// do (key and address, §IV-C: 2 GB for 100 million pairs at load factor 0.75). A signature
+    /// match is then the key itself: a put or a presence check waits for no record read (the
+    /// replaced record is still read, off the command's path, for its length). Other key lengths
+    /// are refused.
+    pub key_in_slot: bool,
     /// Slots a key may occupy, counted from its home slot (linear probing); 0 means one bucket page
     /// of slots (`hash`: a lookup touches at most two bucket pages) or 64 (`kaml`).
     pub probe_slots_max: u32,
@@ -109,6 +116,7 @@ impl HashConfig {
             write_buffer_bytes: 1 << 20,
             dram_budget_bytes: 0,
             load_factor_max: 0.7,
+            key_in_slot: false,
             probe_slots_max: 0,
             table_slots: 0,
             expected_key_bytes: 32,
@@ -168,6 +176,9 @@ impl HashConfig {
         }
         if self.write_buffer_bytes == 0 || self.expected_key_bytes == 0 {
             return bad("write_buffer_bytes and expected_key_bytes must be positive".into());
+        }
+        if self.key_in_slot && (self.preset != HashPreset::Kaml || self.signature_bits != 64) {
+            return bad("key_in_slot needs kaml with 64-bit signatures".into());
         }
         Ok(())
     }

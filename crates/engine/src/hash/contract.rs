@@ -147,6 +147,9 @@ impl Engine for HashIndex {
                 ("gc_data_victims", stats.gc_data_victims),
                 ("gc_records_rewritten", stats.gc_records_rewritten),
                 ("gc_bucket_pages_moved", stats.gc_bucket_pages_moved),
+                ("gc_records_checked", stats.gc_records_checked),
+                ("gc_slots_examined", stats.gc_slots_examined),
+                ("gc_slots_copied", stats.gc_slots_copied),
             ],
             shape,
         }

@@ -185,6 +185,10 @@ impl HashIndex {
             let (record, done) = space.read_record(t, pointer, Purpose::Recovery)?;
             t = t.max(done);
             space.account_record(pointer, record.key.len(), record.value.len());
+            if self.config.key_in_slot {
+                self.record_lengths
+                    .insert(slot.pointer, record.value.len() as u32);
+            }
         }
         Ok(t)
     }

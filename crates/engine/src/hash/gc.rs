@@ -65,24 +65,28 @@ impl HashIndex {
                     let hash = self.hash_of(&record.key);
                     let home = bucket::home_slot(hash, self.table.total_slots());
                     let mut found = None;
+                    self.activity.gc_records_checked += 1;
                     'window: for (page, start, count) in self.table.window(home, self.probe_slots) {
+                        // Borrow the page's slots where they are (the resident page, or the copy
+                        // peeked once for this victim): copying them per record made the check
+                        // quadratic in the table size for `kaml`, whose whole table is one page.
                         let resident = self.table.resident(page).is_some();
-                        let slots = if resident {
-                            self.table.resident(page).map(<[Slot]>::to_vec)
+                        if !resident && !peeked.contains_key(&page) {
+                            let (slots, done, _) = self.table.peek(space, t, page, Purpose::Gc)?;
+                            t = t.max(done);
+                            self.activity.gc_slots_copied += slots.len() as u64;
+                            peeked.insert(page, slots);
+                        }
+                        let slots: &[Slot] = if resident {
+                            self.table.resident(page).unwrap_or_default()
                         } else {
-                            if let std::collections::btree_map::Entry::Vacant(entry) =
-                                peeked.entry(page)
-                            {
-                                let (slots, done, _) =
-                                    self.table.peek(space, t, page, Purpose::Gc)?;
-                                t = t.max(done);
-                                entry.insert(slots);
-                            }
-                            peeked.get(&page).cloned()
+                            peeked.get(&page).map_or(&[], Vec::as_slice)
                         };
-                        let slots = slots.unwrap_or_default();
                         let end = (start + count).min(slots.len());
-                        for (offset, &slot) in slots.iter().enumerate().take(end).skip(start) {
+                        let window = slots.get(start..end).unwrap_or_default();
+                        for (index, &slot) in window.iter().enumerate() {
+                            let offset = start + index;
+                            self.activity.gc_slots_examined += 1;
                             if slot.is_empty() {
                                 break 'window;
                             }
@@ -130,6 +134,11 @@ impl HashIndex {
                     let (pointer, written): (RecordPointer, SimTime) =
                         space.append_record(done, Purpose::Gc, namespace, &record.key, &value)?;
                     self.cpu_pending.bytes_copied += (record.key.len() + value.len()) as u64;
+                    if self.config.key_in_slot {
+                        self.record_lengths.remove(&record.pointer.raw());
+                        self.record_lengths
+                            .insert(pointer.raw(), value.len() as u32);
+                    }
                     t = t.max(written);
                     moved.push((page, offset, resident, pointer.raw()));
                     self.activity.gc_records_rewritten += 1;

@@ -41,7 +41,7 @@ mod stats;
 pub(crate) mod table;
 mod write;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use kvssd_flash::SimTime;
 use kvssd_space::{Record, RecordPointer, Space};
@@ -64,6 +64,8 @@ const DIRECTORY_ENTRY_BYTES: u64 = 8;
 const HASH_LOAD_FACTOR_HARD: f64 = 0.9;
 /// Default probe window of `kaml`.
 const KAML_PROBE_SLOTS: u64 = 64;
+/// Bytes of a key with `key_in_slot` (KAML's 64-bit keys).
+const KEY_IN_SLOT_BYTES: usize = 8;
 /// Default initial size of a `kaml` table.
 const KAML_INITIAL_SLOTS: u64 = 1024;
 
@@ -84,6 +86,9 @@ struct Activity {
     gc_victims_skipped: u64,
     gc_bucket_pages_moved: u64,
     gc_records_rewritten: u64,
+    gc_records_checked: u64,
+    gc_slots_examined: u64,
+    gc_slots_copied: u64,
 }
 
 /// Where a key's probe window holds the key.
@@ -92,6 +97,8 @@ struct Hit {
     offset: usize,
     pointer: RecordPointer,
     record: Record,
+    /// Length of the record's value (the record's value is empty when it was not read).
+    value_len: usize,
 }
 
 /// What a walk of a key's probe window found.
@@ -128,6 +135,10 @@ pub struct HashIndex {
     data_reads: ReadHistogram,
     last_get_index_reads: u32,
     last_get_data_reads: u32,
+    /// `key_in_slot`: the value length of every record the table points at, by record pointer.
+    /// KAML's 8-byte slot address has room for a record's size in chunks beside its location (a
+    /// 375 GB card needs about 32 bits of chunk address); this holds the same.
+    record_lengths: HashMap<u64, u32>,
 }
 
 impl HashIndex {
@@ -244,6 +255,7 @@ impl HashIndex {
             data_reads: ReadHistogram::default(),
             last_get_index_reads: 0,
             last_get_data_reads: 0,
+            record_lengths: HashMap::new(),
             config,
         })
     }
@@ -295,6 +307,14 @@ impl HashIndex {
         if key.len() > crate::KEY_BYTES_MAX {
             return Err(EngineError::KeyTooLong { len: key.len() }.into());
         }
+        if self.config.key_in_slot && key.len() != KEY_IN_SLOT_BYTES {
+            return Err(EngineError::Unsupported {
+                operation: "a key that is not 8 bytes",
+                engine: self.config.preset.name(),
+                why: "its slots hold 64-bit keys",
+            }
+            .into());
+        }
         Ok(())
     }
 
@@ -309,7 +329,10 @@ impl HashIndex {
 
     fn hash_of(&mut self, key: &[u8]) -> u64 {
         self.cpu_pending.bytes_hashed += key.len() as u64;
-        bucket::key_hash(key)
+        match <[u8; KEY_IN_SLOT_BYTES]>::try_from(key) {
+            Ok(fixed) if self.config.key_in_slot => bucket::fixed_key_hash(fixed),
+            _ => bucket::key_hash(key),
+        }
     }
 
     /// The block this index's GC would collect next among its own, if any (the device compares

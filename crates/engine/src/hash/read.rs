@@ -1,23 +1,25 @@
 //! Reads: probe windows, GETs, presence checks, and the refused scan.
 
 use kvssd_flash::{Purpose, SimTime};
-use kvssd_space::{RecordPointer, Space};
+use kvssd_space::{Record, RecordPointer, Space};
 
 use super::bucket;
 use super::bucket::Slot;
 use super::{HashError, HashIndex, Hit, Probe, Result};
 
 impl HashIndex {
-    /// Walks a key's probe window. Returns what it found, when, and the bucket pages and records
-    /// it read.
+    /// Walks a key's probe window, reading a matching slot's record for `data_purpose` (unless the
+    /// slot holds the key, the record's length is known and `wait_for_record` is false: then the
+    /// hit's record has the key and no value). Returns what it found, when, and the bucket pages
+    /// and records it read.
     pub(super) fn probe(
         &mut self,
         space: &mut Space,
         at: SimTime,
         key: &[u8],
         hash: u64,
-        purpose: Purpose,
         data_purpose: Purpose,
+        wait_for_record: bool,
     ) -> Result<(Probe, SimTime, u32, u32)> {
         let signature = bucket::signature(hash, self.config.signature_bits);
         let home = bucket::home_slot(hash, self.table.total_slots());
@@ -27,7 +29,7 @@ impl HashIndex {
         let mut t = at;
         let mut free = None;
         for (page, start, count) in runs {
-            t = self.table.load(space, t, page, purpose)?;
+            t = self.table.load(space, t, page, Purpose::Index)?;
             let slots: Vec<Slot> = self
                 .table
                 .resident(page)
@@ -52,18 +54,42 @@ impl HashIndex {
                     continue;
                 }
                 t = self.charge(space, t);
-                let (record, done) =
-                    space.read_record(t, RecordPointer::from_raw(slot.pointer), data_purpose)?;
-                t = done;
-                records += 1;
-                self.cpu_pending.compare(&record.key, key);
-                if record.key == key {
+                let pointer = RecordPointer::from_raw(slot.pointer);
+                // With the key in the slot the match is the key: a put or presence check needs
+                // only the replaced record's length, which DRAM holds, so it reads nothing.
+                let known_len = self.record_lengths.get(&slot.pointer).copied();
+                let (record, value_len, same) = match known_len {
+                    Some(len) if self.config.key_in_slot && !wait_for_record => {
+                        let record = Record {
+                            namespace: self.config.namespace,
+                            key: key.to_vec(),
+                            value: Vec::new(),
+                        };
+                        (record, len as usize, true)
+                    }
+                    _ => {
+                        let (record, done) = space.read_record(t, pointer, data_purpose)?;
+                        t = done;
+                        records += 1;
+                        let same = if self.config.key_in_slot {
+                            debug_assert_eq!(record.key, key, "a 64-bit key in the slot matched");
+                            true
+                        } else {
+                            self.cpu_pending.compare(&record.key, key);
+                            record.key == key
+                        };
+                        let len = record.value.len();
+                        (record, len, same)
+                    }
+                };
+                if same {
                     let reads = (self.table.counts.page_reads - reads_before) as u32;
                     let hit = Hit {
                         page,
                         offset,
-                        pointer: RecordPointer::from_raw(slot.pointer),
+                        pointer,
                         record,
+                        value_len,
                     };
                     return Ok((
                         Probe {
@@ -99,7 +125,7 @@ impl HashIndex {
         }
         let hash = self.hash_of(key);
         let (probe, t, index_reads, records) =
-            self.probe(space, at, key, hash, Purpose::Index, Purpose::UserData)?;
+            self.probe(space, at, key, hash, Purpose::UserData, true)?;
         self.record_get(index_reads, records);
         let value = probe.hit.map(|hit| hit.record.value);
         Ok((value, self.charge(space, t)))
@@ -142,7 +168,7 @@ impl HashIndex {
             return Ok((present, self.charge(space, at)));
         }
         let hash = self.hash_of(key);
-        let (probe, t, _, _) = self.probe(space, at, key, hash, Purpose::Index, Purpose::Index)?;
+        let (probe, t, _, _) = self.probe(space, at, key, hash, Purpose::Index, false)?;
         Ok((probe.hit.is_some(), self.charge(space, t)))
     }
 }

@@ -84,6 +84,13 @@ pub struct HashStats {
     pub gc_bucket_pages_moved: u64,
     /// Live records GC rewrote.
     pub gc_records_rewritten: u64,
+    /// Records of data victims whose liveness GC checked.
+    pub gc_records_checked: u64,
+    /// Slots GC's liveness checks looked at: at most a probe window per record checked.
+    pub gc_slots_examined: u64,
+    /// Slots GC copied out of bucket pages for its liveness checks: at most a page per bucket page
+    /// peeked at per victim, none from resident pages (every `kaml` slot is resident).
+    pub gc_slots_copied: u64,
     /// Controller work counted.
     pub cpu: CpuCounts,
     /// Controller time charged, in nanoseconds.
@@ -153,6 +160,9 @@ impl HashIndex {
             gc_victims_skipped: self.activity.gc_victims_skipped,
             gc_bucket_pages_moved: self.activity.gc_bucket_pages_moved,
             gc_records_rewritten: self.activity.gc_records_rewritten,
+            gc_records_checked: self.activity.gc_records_checked,
+            gc_slots_examined: self.activity.gc_slots_examined,
+            gc_slots_copied: self.activity.gc_slots_copied,
             cpu: self.cpu_total,
             cpu_ns: self.cpu_ns,
         }
