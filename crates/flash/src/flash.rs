@@ -2,9 +2,10 @@
 
 use std::path::Path;
 
+use crate::background::{JobId, Lane};
 use crate::fault::{Faults, InFlight};
 use crate::media::{FileMedia, Media, RamMedia};
-use crate::timing::Timeline;
+use crate::timing::{Busy, Timeline};
 use crate::{
     BlockAddress, Counters, FaultConfig, FlashError, Geometry, MediaKind, PageAddress, Purpose,
     Result, SimTime, TimingProfile, OOB_RESERVED_BYTES,
@@ -257,6 +258,63 @@ impl Flash {
             Some(timeline) => timeline.cpu(at, cost_ns),
             None => at,
         }
+    }
+
+    /// Charges `cost_ns` of work to the merge accelerator (PinK+HW); returns when it completes.
+    pub fn accelerate(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
+        match &mut self.timeline {
+            Some(timeline) => timeline.accelerate(at, cost_ns),
+            None => at,
+        }
+    }
+
+    /// Advances the command clock to `at` (it never goes back): the time up to which the
+    /// background thread issues its work. A driver that issues commands in time order (the device
+    /// does, per command) calls it per command; without it, each foreground operation's own issue
+    /// time serves, which lets a request's later dependent reads issue background work early.
+    pub fn advance_clock(&mut self, at: SimTime) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.advance_clock(at);
+        }
+    }
+
+    /// Starts a background step issued at `at`: until the matching [`Flash::end_background`], the
+    /// timing of every operation is recorded for the background thread instead of booked, and
+    /// operations return their issue time. Effects on the medium happen at once, as always.
+    /// Nested calls join the outer step. A no-op without timing or under
+    /// [`crate::ControllerModel::Interchangeable`]. See `background.rs` for how jobs are played.
+    pub fn begin_background(&mut self, at: SimTime, lane: Lane) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.begin_background(at, lane);
+        }
+    }
+
+    /// Ends a background step; returns its job if it is the outermost one and asked for work.
+    pub fn end_background(&mut self) -> Option<JobId> {
+        self.timeline.as_mut().and_then(Timeline::end_background)
+    }
+
+    /// When background job `job` finished, if it has by `now`.
+    pub fn job_done_at(&mut self, job: JobId, now: SimTime) -> Option<SimTime> {
+        match &mut self.timeline {
+            Some(timeline) => timeline.job_done_at(job, now),
+            None => Some(0),
+        }
+    }
+
+    /// When background job `job` will have finished if no more foreground work arrives: what a
+    /// writer waiting for it waits until.
+    pub fn project_done(&self, job: JobId) -> SimTime {
+        self.timeline
+            .as_ref()
+            .map_or(0, |timeline| timeline.project_done(job))
+    }
+
+    /// Controller work booked so far, by thread.
+    pub fn busy(&self) -> Busy {
+        self.timeline
+            .as_ref()
+            .map_or(Busy::default(), |timeline| timeline.busy)
     }
 
     /// Forces every completed program and erase to stable storage (file media); a no-op in memory.

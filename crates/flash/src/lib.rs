@@ -24,6 +24,7 @@
 //! assert!(read.done_at > programmed_at);
 //! ```
 
+mod background;
 pub mod codec;
 mod counters;
 mod error;
@@ -37,6 +38,7 @@ mod profile;
 mod retry;
 pub mod timing;
 
+pub use background::{JobId, Lane};
 pub use counters::{Counters, OperationCounts, Purpose};
 pub use error::{FlashError, Result};
 pub use fault::FaultConfig;
@@ -48,4 +50,4 @@ pub use geometry::{
 pub use media::{MediaKind, IMAGE_FORMAT_VERSION};
 pub use profile::{Profile, PINK_BLOCKS_PER_DIE};
 pub use retry::READ_ATTEMPTS_MAX;
-pub use timing::{SimTime, TimingProfile, BOOKING_WINDOW_NS};
+pub use timing::{Busy, ControllerModel, SimTime, TimingProfile, BOOKING_WINDOW_NS};

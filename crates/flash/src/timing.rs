@@ -26,6 +26,7 @@
 //! the latest one; an operation that is, is still scheduled (possibly too early) and counted in
 //! [`crate::Flash::late_issues`], so a driver can check the assumption held.
 
+use crate::background::{Background, JobId, Lane, Work};
 use crate::Geometry;
 
 /// Simulated nanoseconds.
@@ -46,6 +47,24 @@ pub struct TimingProfile {
     pub controller_cores: u32,
     /// Clock of a controller core, in hertz (informational: engines convert their counts with it).
     pub controller_hz: u64,
+    /// How the controller's work is spread over its cores and when background work runs.
+    pub controller: ControllerModel,
+}
+
+/// How the controller runs the work it is charged with.
+///
+/// See `docs/design.md`, "The controller: threads and background work".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControllerModel {
+    /// As PinK's prototype runs: requests on one request thread (core 0), flush, compaction and
+    /// GC as jobs of one background thread (core 1) whose flash operations are issued a bounded
+    /// amount at a time (one per die) as simulated time advances, so user reads are served
+    /// between them instead of queueing behind a whole merge.
+    Threads,
+    /// Every core takes any work and background work is booked in full when it is triggered, so
+    /// the request that triggers a flush waits for its whole cascade (the model of earlier
+    /// releases, kept so their figures can be reproduced).
+    Interchangeable,
 }
 
 impl TimingProfile {
@@ -59,6 +78,7 @@ impl TimingProfile {
             channel_bytes_per_second: 137_500_000,
             controller_cores: 4,
             controller_hz: 1_200_000_000,
+            controller: ControllerModel::Interchangeable,
         }
     }
 
@@ -103,20 +123,42 @@ impl TimingProfile {
 /// engine issues (a whole-level merge of the `pink` profile takes tens of milliseconds).
 pub const BOOKING_WINDOW_NS: u64 = 2_000_000_000;
 
-/// Calendars of every die, channel and controller core.
+/// Calendars of every die, channel and controller core, and the background thread's queue.
 #[derive(Debug, Clone)]
 pub(crate) struct Timeline {
-    profile: TimingProfile,
+    pub(crate) profile: TimingProfile,
     channels: u32,
-    dies: Vec<Calendar>,
+    pub(crate) dies: Vec<Calendar>,
     channel_calendars: Vec<Calendar>,
     cores: Vec<Calendar>,
+    /// The merge accelerator of PinK+HW (used only by presets that merge in hardware).
+    accelerator: Calendar,
     latest_issue: SimTime,
     late_issues: u64,
     /// Operations issued before this time are late: bookings that ended by it may be forgotten.
     horizon: SimTime,
     /// When calendars were last cleared of bookings that ended by the horizon.
     forgotten_at: SimTime,
+    /// Background jobs being recorded and waiting to be played ([`ControllerModel::Threads`]).
+    pub(crate) background: Background,
+    /// Nanoseconds each core and the accelerator were booked, for utilisation figures.
+    pub(crate) busy: Busy,
+    /// The command clock, once a driver sets it ([`Timeline::advance_clock`]).
+    clock: Option<SimTime>,
+}
+
+/// Nanoseconds of controller work booked so far, by thread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Busy {
+    /// Work of the request thread (searches, L0 inserts), or of any core under
+    /// [`ControllerModel::Interchangeable`].
+    pub request_ns: u64,
+    /// Work of the background thread (flush and compaction).
+    pub background_ns: u64,
+    /// Work of GC.
+    pub gc_ns: u64,
+    /// Work of the merge accelerator.
+    pub accelerator_ns: u64,
 }
 
 /// How far the horizon must advance before calendars are cleared again: clearing walks every
@@ -125,7 +167,7 @@ const FORGET_STEP_NS: u64 = 100_000;
 
 /// Booked, disjoint, sorted intervals `[start, end)` of one resource.
 #[derive(Debug, Clone, Default)]
-struct Calendar {
+pub(crate) struct Calendar {
     booked: std::collections::VecDeque<(SimTime, SimTime)>,
 }
 
@@ -195,7 +237,7 @@ impl Calendar {
         }
     }
 
-    fn busy_until(&self) -> SimTime {
+    pub(crate) fn busy_until(&self) -> SimTime {
         self.booked.back().map_or(0, |&(_, end)| end)
     }
 }
@@ -208,6 +250,10 @@ impl Timeline {
             dies: vec![Calendar::default(); geometry.dies() as usize],
             channel_calendars: vec![Calendar::default(); geometry.channels as usize],
             cores: vec![Calendar::default(); cores],
+            accelerator: Calendar::default(),
+            background: Background::new(geometry.dies()),
+            busy: Busy::default(),
+            clock: None,
             profile,
             latest_issue: 0,
             late_issues: 0,
@@ -222,6 +268,11 @@ impl Timeline {
 
     pub(crate) fn late_issues(&self) -> u64 {
         self.late_issues
+    }
+
+    /// Whether background work is played lazily (the threads model) rather than booked at once.
+    fn threaded(&self) -> bool {
+        self.profile.controller == ControllerModel::Threads
     }
 
     /// Notes an issue time; forgets bookings that ended more than the window before the latest one.
@@ -251,13 +302,109 @@ impl Timeline {
             .iter_mut()
             .chain(self.channel_calendars.iter_mut())
             .chain(self.cores.iter_mut())
+            .chain(std::iter::once(&mut self.accelerator))
         {
             calendar.forget_before(horizon);
         }
     }
 
-    pub(crate) fn read(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
+    /// A foreground operation issued at `at`: background work ready by then (and by the command
+    /// clock, when a driver keeps one) is issued first.
+    fn foreground(&mut self, at: SimTime) {
         self.issue(at);
+        if self.background.has_work() {
+            self.pump(self.pump_limit(at));
+        }
+    }
+
+    /// How far the background thread may be played for work issued at `at`.
+    pub(crate) fn pump_limit(&self, at: SimTime) -> SimTime {
+        match self.clock {
+            Some(clock) => clock.min(at),
+            None => at.min(self.latest_issue),
+        }
+    }
+
+    /// Advances the command clock to `at` and issues the background work ready by then.
+    pub(crate) fn advance_clock(&mut self, at: SimTime) {
+        let clock = self.clock.map_or(at, |clock| clock.max(at));
+        self.clock = Some(clock);
+        if self.background.has_work() {
+            self.pump(clock);
+        }
+    }
+
+    pub(crate) fn read(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
+        if self.background.record(Work::Read { die, bytes }) {
+            return at;
+        }
+        self.foreground(at);
+        self.book_read(at, die, bytes)
+    }
+
+    pub(crate) fn program(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
+        if self.background.record(Work::Program { die, bytes }) {
+            return at;
+        }
+        self.foreground(at);
+        self.book_program(at, die, bytes)
+    }
+
+    pub(crate) fn erase(&mut self, at: SimTime, die: u32) -> SimTime {
+        if self.background.record(Work::Erase { die }) {
+            return at;
+        }
+        self.foreground(at);
+        self.book_erase(at, die)
+    }
+
+    pub(crate) fn cpu(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
+        if self.background.record(Work::Cpu { ns: cost_ns }) {
+            return at;
+        }
+        self.foreground(at);
+        if self.threaded() {
+            // The request thread runs on core 0.
+            self.busy.request_ns += cost_ns;
+            return self.cores[0].book_earliest(at, cost_ns);
+        }
+        // The core that can start earliest; ties go to the lowest-numbered core for reproducibility.
+        let (core, start) = self
+            .cores
+            .iter()
+            .enumerate()
+            .map(|(index, calendar)| (index, calendar.find(at, cost_ns)))
+            .min_by_key(|&(index, start)| (start, index))
+            .unwrap_or((0, at));
+        self.cores[core].book(start, start + cost_ns);
+        self.busy.request_ns += cost_ns;
+        start + cost_ns
+    }
+
+    /// Work of the merge accelerator, `cost_ns` long.
+    pub(crate) fn accelerate(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
+        if self.background.record(Work::Accelerator { ns: cost_ns }) {
+            return at;
+        }
+        self.foreground(at);
+        self.book_accelerator(at, cost_ns)
+    }
+
+    /// Starts recording a background job issued at `at` (nested calls join the outer job).
+    /// Under [`ControllerModel::Interchangeable`] nothing is recorded: work is booked at once.
+    pub(crate) fn begin_background(&mut self, at: SimTime, lane: Lane) {
+        if self.threaded() {
+            self.background.begin(at, lane);
+        }
+    }
+
+    /// Ends the recording begun by the matching [`Timeline::begin_background`]; returns the job
+    /// queued for the background thread, if the outermost recording asked for any work.
+    pub(crate) fn end_background(&mut self) -> Option<JobId> {
+        self.background.end()
+    }
+
+    pub(crate) fn book_read(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
         let channel = (die % self.channels) as usize;
         let die = die as usize;
         let (read_ns, transfer_ns) = (self.profile.read_ns, self.profile.transfer_ns(bytes));
@@ -279,8 +426,7 @@ impl Timeline {
         }
     }
 
-    pub(crate) fn program(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
-        self.issue(at);
+    pub(crate) fn book_program(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
         let channel = (die % self.channels) as usize;
         let die = die as usize;
         let (program_ns, transfer_ns) = (self.profile.program_ns, self.profile.transfer_ns(bytes));
@@ -297,35 +443,48 @@ impl Timeline {
         }
     }
 
-    pub(crate) fn erase(&mut self, at: SimTime, die: u32) -> SimTime {
-        self.issue(at);
+    pub(crate) fn book_erase(&mut self, at: SimTime, die: u32) -> SimTime {
         let erase_ns = self.profile.erase_ns;
         self.dies[die as usize].book_earliest(at, erase_ns)
     }
 
-    pub(crate) fn cpu(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
-        self.issue(at);
-        // The core that can start earliest; ties go to the lowest-numbered core for reproducibility.
-        let (core, start) = self
-            .cores
-            .iter()
-            .enumerate()
-            .map(|(index, calendar)| (index, calendar.find(at, cost_ns)))
-            .min_by_key(|&(index, start)| (start, index))
-            .unwrap_or((0, at));
-        self.cores[core].book(start, start + cost_ns);
-        start + cost_ns
+    /// Background CPU work: flush and compaction on core 1, GC on core 2 (on the last core when
+    /// there are fewer).
+    pub(crate) fn book_background_cpu(&mut self, at: SimTime, cost_ns: u64, gc: bool) -> SimTime {
+        let core = if gc { 2 } else { 1 }.min(self.cores.len() - 1);
+        if gc {
+            self.busy.gc_ns += cost_ns;
+        } else {
+            self.busy.background_ns += cost_ns;
+        }
+        self.cores[core].book_earliest(at, cost_ns)
     }
 
-    /// The time by which every resource is idle.
+    pub(crate) fn book_accelerator(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
+        self.busy.accelerator_ns += cost_ns;
+        self.accelerator.book_earliest(at, cost_ns)
+    }
+
+    /// The time by which every resource is idle and every queued background job has run (as if
+    /// no more foreground work arrived).
     pub(crate) fn quiescent_at(&self) -> SimTime {
-        self.dies
-            .iter()
-            .chain(&self.channel_calendars)
-            .chain(&self.cores)
-            .map(Calendar::busy_until)
-            .max()
-            .unwrap_or(0)
+        let booked = |timeline: &Timeline| {
+            timeline
+                .dies
+                .iter()
+                .chain(&timeline.channel_calendars)
+                .chain(&timeline.cores)
+                .chain(std::iter::once(&timeline.accelerator))
+                .map(Calendar::busy_until)
+                .max()
+                .unwrap_or(0)
+        };
+        if !self.background.has_work() {
+            return booked(self);
+        }
+        let mut played = self.clone();
+        played.pump(SimTime::MAX);
+        booked(&played)
     }
 }
 
@@ -400,6 +559,7 @@ mod tests {
         let geometry = crate::Profile::test_min().geometry;
         let mut profile = TimingProfile::pink();
         profile.controller_cores = 2;
+        profile.controller = ControllerModel::Interchangeable;
         let mut timeline = Timeline::new(profile, &geometry);
         assert_eq!(timeline.cpu(0, 100), 100);
         assert_eq!(timeline.cpu(0, 50), 50);

@@ -1,0 +1,433 @@
+//! The background thread of the controller ([`crate::ControllerModel::Threads`]): flush, compaction and
+//! GC run as jobs whose flash operations are issued a bounded amount at a time while requests
+//! keep being served.
+//!
+//! An engine runs a background step's logic at once (its effects on the medium happen in the
+//! order it issues them, so crash points are exactly those of a synchronous step), but while it
+//! runs between [`crate::Flash::begin_background`] and [`crate::Flash::end_background`] the timing
+//! model only *records* the work it asks for: page reads, programs, erases, CPU and accelerator
+//! time. The recording becomes a job in the background thread's queue, and the job is *played* on
+//! the calendars as foreground operations advance simulated time:
+//!
+//! * A job belongs to a **lane**: flush (a full write buffer's values and its merge into the first
+//!   level), GC, or compaction (merges further down). Each lane runs its jobs one after another;
+//!   the lanes run beside one another, as the background thread interleaves them (its I/O is
+//!   asynchronous, so a flush need not wait for a long merge's I/O, only for the core). The flush
+//!   and compaction lanes compute on core 1, GC on core 2.
+//! * A job is a sequence of **phases**. A phase is a maximal run of reads, or of programs and
+//!   erases, or one piece of CPU or accelerator work. A phase starts when the previous one has
+//!   completed (a merge's writes need its reads; its sort needs both), so a job is a chain of
+//!   dependent phases, as the prototype's compaction thread runs one.
+//! * Within a phase the work is queued per die and each die has **at most one background
+//!   operation in flight** over all lanes: the next is issued when the previous completes, taking
+//!   flush work first, then GC, then compaction.
+//! * Work is issued only once simulated time has reached its issue time. Before every foreground
+//!   operation issued at `t`, the background work ready by `t` is issued ([`Timeline::pump`]);
+//!   then the foreground operation books the earliest free slot. So a user read never waits for
+//!   background work that was issued after it, and on its die it waits for at most the one
+//!   background operation in flight there (one program or erase), plus the transfers of the
+//!   operations in flight on the other dies of its channel. That bound is written in
+//!   `docs/design.md` and checked by `crates/flash/tests/background.rs`.
+//!
+//! A writer that needs a job to have finished (a full L0 whose previous flush is still running)
+//! asks [`Timeline::project_done`]: when the queue would finish if no further foreground work
+//! arrived. That is the write stall; the real playback may end a little later, when reads
+//! arriving meanwhile take die time first, and the next job simply starts later.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use crate::timing::{SimTime, Timeline};
+
+/// Identifies a background job: jobs are numbered from 1 in the order they were recorded.
+pub type JobId = u64;
+
+/// The lanes of the background thread, in the order each die serves them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lane {
+    /// A full write buffer: its values written, its keys merged into the first level.
+    Flush = 0,
+    /// Garbage collection: live data moved, victims erased.
+    Gc = 1,
+    /// Merges of a level into the next, and levels written out of DRAM.
+    Compaction = 2,
+}
+
+const LANES: usize = 3;
+
+/// One piece of work a background job asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Work {
+    Read { die: u32, bytes: u64 },
+    Program { die: u32, bytes: u64 },
+    Erase { die: u32 },
+    Cpu { ns: u64 },
+    Accelerator { ns: u64 },
+}
+
+/// Which phase a piece of work belongs to: consecutive work of one class runs as one phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Reads,
+    Writes,
+    Compute,
+}
+
+impl Work {
+    fn class(&self) -> Class {
+        match self {
+            Work::Read { .. } => Class::Reads,
+            Work::Program { .. } | Work::Erase { .. } => Class::Writes,
+            Work::Cpu { .. } | Work::Accelerator { .. } => Class::Compute,
+        }
+    }
+
+    fn die(&self) -> Option<u32> {
+        match *self {
+            Work::Read { die, .. } | Work::Program { die, .. } | Work::Erase { die } => Some(die),
+            Work::Cpu { .. } | Work::Accelerator { .. } => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Job {
+    id: JobId,
+    /// When the step that recorded it was issued: the job starts no earlier.
+    ready_at: SimTime,
+    work: VecDeque<Work>,
+}
+
+#[derive(Debug, Clone)]
+struct Recording {
+    ready_at: SimTime,
+    lane: Lane,
+    work: VecDeque<Work>,
+    depth: u32,
+}
+
+/// One lane: its queue of jobs and the playback of its current phase.
+#[derive(Debug, Clone, Default)]
+struct LaneState {
+    jobs: VecDeque<Job>,
+    /// The latest completion of work issued so far: the end of the current phase once it has
+    /// issued everything.
+    phase_end: SimTime,
+    /// The current phase started here.
+    phase_start: SimTime,
+    /// The latest issue time of the current phase's work: once a job has issued all its work,
+    /// the lane's next job may start (its I/O completes asynchronously).
+    issued_at: SimTime,
+    /// Whether the current phase writes: the next phase need not wait for programs to complete
+    /// (nothing after them reads their result but through the controller's buffers), only for
+    /// them to be issued.
+    writes: bool,
+    /// The latest completion of any work of the current job.
+    job_end: SimTime,
+    /// Work of the current phase not yet issued, per die.
+    per_die: Vec<VecDeque<Work>>,
+    /// Operations of the current phase not yet issued.
+    queued: usize,
+}
+
+/// Background jobs: the one being recorded, the lanes, and the dies' background windows.
+#[derive(Debug, Clone)]
+pub(crate) struct Background {
+    recording: Option<Recording>,
+    lanes: [LaneState; LANES],
+    next_id: JobId,
+    /// Per die: when its background operation in flight completes.
+    die_free: Vec<SimTime>,
+    /// `(issue time, die)` of dies with queued work (entries may be stale; checked on pop).
+    ready: BinaryHeap<Reverse<(SimTime, u32)>>,
+    /// Jobs recorded and not finished.
+    pending_jobs: usize,
+    /// The most recently finished jobs and when each finished.
+    finished: VecDeque<(JobId, SimTime)>,
+    /// The oldest job id not yet finished is at least this (ids below it have all finished).
+    oldest_unfinished: JobId,
+}
+
+/// The longest piece of background computation booked at once: the background thread checks for
+/// work of a higher lane this often (as LevelDB's compaction loop checks for an immutable
+/// memtable between keys).
+pub const CPU_SLICE_NS: u64 = 100_000;
+
+/// Finished jobs remembered for [`Timeline::job_done_at`].
+const FINISHED_KEPT: usize = 256;
+
+impl Background {
+    pub(crate) fn new(dies: u32) -> Background {
+        let lane = || LaneState {
+            per_die: vec![VecDeque::new(); dies as usize],
+            ..LaneState::default()
+        };
+        Background {
+            recording: None,
+            lanes: [lane(), lane(), lane()],
+            next_id: 1,
+            die_free: vec![0; dies as usize],
+            ready: BinaryHeap::new(),
+            pending_jobs: 0,
+            finished: VecDeque::new(),
+            oldest_unfinished: 1,
+        }
+    }
+
+    /// Whether jobs wait to be played.
+    pub(crate) fn has_work(&self) -> bool {
+        self.pending_jobs > 0
+    }
+
+    /// Records `work` if a job is being recorded; returns whether it was.
+    pub(crate) fn record(&mut self, work: Work) -> bool {
+        match &mut self.recording {
+            Some(recording) => {
+                if !matches!(work, Work::Cpu { ns: 0 } | Work::Accelerator { ns: 0 }) {
+                    recording.work.push_back(work);
+                }
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub(crate) fn begin(&mut self, at: SimTime, lane: Lane) {
+        match &mut self.recording {
+            Some(recording) => recording.depth += 1,
+            None => {
+                self.recording = Some(Recording {
+                    ready_at: at,
+                    lane,
+                    work: VecDeque::new(),
+                    depth: 1,
+                })
+            }
+        }
+    }
+
+    pub(crate) fn end(&mut self) -> Option<JobId> {
+        let recording = self.recording.as_mut()?;
+        recording.depth -= 1;
+        if recording.depth > 0 {
+            return None;
+        }
+        let recording = self.recording.take()?;
+        if recording.work.is_empty() {
+            return None;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending_jobs += 1;
+        self.lanes[recording.lane as usize].jobs.push_back(Job {
+            id,
+            ready_at: recording.ready_at,
+            work: recording.work,
+        });
+        Some(id)
+    }
+
+    /// When job `id` finished, if it has.
+    fn done_at(&self, id: JobId) -> Option<SimTime> {
+        if id >= self.next_id {
+            return None;
+        }
+        if let Some(&(_, at)) = self.finished.iter().rev().find(|&&(done, _)| done == id) {
+            return Some(at);
+        }
+        let queued = self
+            .lanes
+            .iter()
+            .any(|lane| lane.jobs.iter().any(|job| job.id == id));
+        // Not queued and not among the recent ones: it finished long ago.
+        (!queued).then_some(0)
+    }
+
+    fn finish(&mut self, id: JobId, at: SimTime) {
+        self.pending_jobs -= 1;
+        self.finished.push_back((id, at));
+        if self.finished.len() > FINISHED_KEPT {
+            self.finished.pop_front();
+        }
+        self.oldest_unfinished = self.oldest_unfinished.max(id + 1);
+    }
+}
+
+impl Timeline {
+    /// Issues the background work that is ready by `now`, one operation per die at a time, flush
+    /// work first on each die. Work whose issue time is after `now` stays queued.
+    pub(crate) fn pump(&mut self, now: SimTime) {
+        loop {
+            self.issue_ready(now);
+            if !self.start_phases(now) {
+                return;
+            }
+        }
+    }
+
+    /// Issues queued operations of current phases whose time has come.
+    fn issue_ready(&mut self, now: SimTime) {
+        while let Some(&Reverse((issue_at, die))) = self.background.ready.peek() {
+            if issue_at > now {
+                return;
+            }
+            self.background.ready.pop();
+            let d = die as usize;
+            let free = self.background.die_free[d];
+            if free > issue_at {
+                // A stale entry: the die took other work meanwhile.
+                self.background.ready.push(Reverse((free, die)));
+                continue;
+            }
+            let Some(lane) = (0..LANES).find(|&lane| {
+                let state = &self.background.lanes[lane];
+                !state.per_die[d].is_empty() && state.phase_start <= issue_at
+            }) else {
+                continue;
+            };
+            let Some(work) = self.background.lanes[lane].per_die[d].pop_front() else {
+                continue;
+            };
+            let done = match work {
+                Work::Read { die, bytes } => self.book_read(issue_at, die, bytes),
+                Work::Program { die, bytes } => self.book_program(issue_at, die, bytes),
+                Work::Erase { die } => self.book_erase(issue_at, die),
+                Work::Cpu { .. } | Work::Accelerator { .. } => issue_at,
+            };
+            let background = &mut self.background;
+            background.die_free[d] = done;
+            let state = &mut background.lanes[lane];
+            state.queued -= 1;
+            state.phase_end = state.phase_end.max(done);
+            state.job_end = state.job_end.max(done);
+            state.issued_at = state.issued_at.max(issue_at);
+            if background
+                .lanes
+                .iter()
+                .any(|state| !state.per_die[d].is_empty())
+            {
+                background.ready.push(Reverse((done, die)));
+            }
+        }
+    }
+
+    /// Starts the next phase of every lane whose current phase has issued everything and
+    /// completed by `now`; returns whether any started (or any job finished).
+    fn start_phases(&mut self, now: SimTime) -> bool {
+        let mut progressed = false;
+        for lane in 0..LANES {
+            loop {
+                let state = &mut self.background.lanes[lane];
+                if state.queued > 0 {
+                    break;
+                }
+                let Some(job) = state.jobs.front_mut() else {
+                    break;
+                };
+                if job.work.is_empty() {
+                    // Everything issued: the job completes when its last work does, and the
+                    // lane's next job may start from when it was issued.
+                    let id = job.id;
+                    let done = state.job_end.max(state.phase_end).max(job.ready_at);
+                    state.jobs.pop_front();
+                    state.writes = true;
+                    state.job_end = state.issued_at;
+                    self.background.finish(id, done);
+                    progressed = true;
+                    continue;
+                }
+                let gate = if state.writes {
+                    state.issued_at
+                } else {
+                    state.phase_end
+                };
+                let start = gate.max(job.ready_at);
+                if start > now {
+                    break;
+                }
+                progressed = true;
+                let Some(first) = job.work.pop_front() else {
+                    continue;
+                };
+                state.phase_start = start;
+                state.job_end = state.job_end.max(state.phase_end);
+                state.phase_end = start;
+                state.issued_at = start;
+                state.writes = first.class() == Class::Writes;
+                match first {
+                    Work::Cpu { ns } => {
+                        // Long computation runs in slices, so work of a higher lane on the same
+                        // core (a flush beside a merge) is taken between them.
+                        let slice = ns.min(CPU_SLICE_NS);
+                        if ns > slice {
+                            job.work.push_front(Work::Cpu { ns: ns - slice });
+                        }
+                        let done =
+                            self.book_background_cpu(start, slice, lane == Lane::Gc as usize);
+                        let state = &mut self.background.lanes[lane];
+                        state.phase_end = done;
+                        state.job_end = state.job_end.max(done);
+                    }
+                    Work::Accelerator { ns } => {
+                        let done = self.book_accelerator(start, ns);
+                        let state = &mut self.background.lanes[lane];
+                        state.phase_end = done;
+                        state.job_end = state.job_end.max(done);
+                    }
+                    io => {
+                        let class = io.class();
+                        let mut phase = vec![io];
+                        while job.work.front().is_some_and(|next| next.class() == class) {
+                            phase.extend(job.work.pop_front());
+                        }
+                        let background = &mut self.background;
+                        for work in phase {
+                            let Some(die) = work.die() else { continue };
+                            let d = die as usize;
+                            background.lanes[lane].per_die[d].push_back(work);
+                            background.lanes[lane].queued += 1;
+                            let at = start.max(background.die_free[d]);
+                            background.ready.push(Reverse((at, die)));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        progressed
+    }
+
+    /// When job `id` will have finished, playing the queue with no further foreground work (it
+    /// may finish later in fact, if reads arrive meantime and take die time first). Plays a copy
+    /// of the timeline forward in growing steps until the job is done, so a short flush queued
+    /// beside a long merge costs only the work up to its own end.
+    pub(crate) fn project_done(&self, id: JobId) -> SimTime {
+        if let Some(at) = self.background.done_at(id) {
+            return at;
+        }
+        let mut played = self.clone();
+        let mut until = self.pump_limit(SimTime::MAX);
+        let mut step: SimTime = 1_000_000;
+        loop {
+            played.pump(until);
+            if let Some(at) = played.background.done_at(id) {
+                return at;
+            }
+            if !played.background.has_work() {
+                return until;
+            }
+            until = until.saturating_add(step);
+            step = step.saturating_mul(2);
+        }
+    }
+
+    /// When job `id` finished, if it has by `now`. Issues the background work ready by `now`,
+    /// but never past the latest foreground issue time: a writer asking about a time it will only
+    /// reach after a stall must not book background work ahead of other clients' requests.
+    pub(crate) fn job_done_at(&mut self, id: JobId, now: SimTime) -> Option<SimTime> {
+        if self.background.has_work() {
+            self.pump(self.pump_limit(now));
+        }
+        self.background.done_at(id).filter(|&done| done <= now)
+    }
+}
