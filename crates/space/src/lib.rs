@@ -32,7 +32,7 @@ mod records;
 
 use std::collections::BTreeMap;
 
-use kvssd_flash::{Flash, FlashError, Geometry, PageAddress, SimTime};
+use kvssd_flash::{Flash, FlashError, Geometry, JobId, Lane, PageAddress, SimTime};
 
 pub use config::SpaceConfig;
 pub use durable::{EraseHook, Part, OOB_KIND_SYSTEM, SYSTEM_OWNER};
@@ -318,6 +318,40 @@ impl Space {
             return at;
         }
         self.flash.compute(at, cost_ns)
+    }
+
+    /// Charges `cost_ns` to the merge accelerator (PinK+HW); returns when it completes.
+    pub fn accelerate(&mut self, at: SimTime, cost_ns: u64) -> SimTime {
+        if cost_ns == 0 {
+            return at;
+        }
+        self.flash.accelerate(at, cost_ns)
+    }
+
+    /// Advances the command clock to `at`: see [`Flash::advance_clock`].
+    pub fn advance_clock(&mut self, at: SimTime) {
+        self.flash.advance_clock(at);
+    }
+
+    /// Starts a background step (flush, compaction, GC) issued at `at`: see
+    /// [`Flash::begin_background`].
+    pub fn begin_background(&mut self, at: SimTime, lane: Lane) {
+        self.flash.begin_background(at, lane);
+    }
+
+    /// Ends a background step; returns its job if it queued one (see [`Flash::end_background`]).
+    pub fn end_background(&mut self) -> Option<JobId> {
+        self.flash.end_background()
+    }
+
+    /// When background job `job` finished, if it has by `now`.
+    pub fn job_done_at(&mut self, job: JobId, now: SimTime) -> Option<SimTime> {
+        self.flash.job_done_at(job, now)
+    }
+
+    /// When background job `job` will have finished if no more foreground work arrives.
+    pub fn project_done(&self, job: JobId) -> SimTime {
+        self.flash.project_done(job)
     }
 
     /// Counters of this layer.
