@@ -26,6 +26,7 @@
 //! assert_eq!(value.as_deref(), Some(&b"value"[..]));
 //! ```
 
+mod background;
 pub mod block;
 mod config;
 pub mod contract;

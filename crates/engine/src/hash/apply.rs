@@ -71,6 +71,8 @@ impl HashIndex {
         pending: Vec<Pending>,
         admission: Admission,
     ) -> std::result::Result<SimTime, (HashError, Vec<Pending>)> {
+        // Newer than any immutable buffer: they would shadow it.
+        self.flushing.clear();
         let namespace = self.config.namespace;
         let data_pages = space.data_pages_needed(
             namespace,

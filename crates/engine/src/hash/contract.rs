@@ -150,6 +150,8 @@ impl Engine for HashIndex {
                 ("gc_records_checked", stats.gc_records_checked),
                 ("gc_slots_examined", stats.gc_slots_examined),
                 ("gc_slots_copied", stats.gc_slots_copied),
+                ("write_stalls_flush", self.flushing.stalls().0),
+                ("write_stall_flush_us", self.flushing.stalls().1 / 1_000),
             ],
             shape,
         }

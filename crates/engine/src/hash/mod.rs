@@ -51,6 +51,7 @@ pub use engine::HashEngine;
 pub use error::{HashError, Result};
 pub use stats::{HashDramUsage, HashStats};
 
+use crate::background::{in_background, Flushing};
 use crate::cpu::CpuCounts;
 use crate::stats::ReadHistogram;
 use crate::EngineError;
@@ -117,6 +118,8 @@ pub struct HashIndex {
     config: HashConfig,
     table: Table,
     buffer: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// The previous write buffer while the background thread applies it.
+    flushing: Flushing<BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
     buffer_bytes: u64,
     entries: u64,
     probe_slots: u64,
@@ -239,6 +242,7 @@ impl HashIndex {
             value_bytes_max: config.value_bytes_max(&geometry),
             table,
             buffer: BTreeMap::new(),
+            flushing: Flushing::new(config.write_buffer_bytes),
             buffer_bytes: 0,
             entries: 0,
             probe_slots,

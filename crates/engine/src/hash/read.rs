@@ -123,6 +123,15 @@ impl HashIndex {
             self.record_get(0, 0);
             return Ok((value, self.charge(space, at)));
         }
+        let flushing = self
+            .flushing
+            .visible(space, at)
+            .find_map(|immutable| immutable.get(key))
+            .cloned();
+        if let Some(value) = flushing {
+            self.record_get(0, 0);
+            return Ok((value, self.charge(space, at)));
+        }
         let hash = self.hash_of(key);
         let (probe, t, index_reads, records) =
             self.probe(space, at, key, hash, Purpose::UserData, true)?;

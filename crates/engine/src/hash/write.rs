@@ -1,12 +1,12 @@
 //! Writes into the write buffer: puts, deletes, their admission checks, and batches staged into
 //! the buffer and settled.
 
-use kvssd_flash::SimTime;
+use kvssd_flash::{Lane, SimTime};
 use kvssd_space::Space;
 
 use super::{
-    Admission, HashError, HashIndex, HashPreset, Result, BUFFER_ENTRY_OVERHEAD_BYTES,
-    HASH_LOAD_FACTOR_HARD,
+    in_background, Admission, HashError, HashIndex, HashPreset, Result,
+    BUFFER_ENTRY_OVERHEAD_BYTES, HASH_LOAD_FACTOR_HARD,
 };
 use crate::EngineError;
 
@@ -116,7 +116,7 @@ impl HashIndex {
     /// value; may fail with [`EngineError::CapacityExceeded`].
     pub fn prepare_stage(&mut self, space: &mut Space, at: SimTime, bytes: u64) -> Result<SimTime> {
         if self.buffer_bytes + bytes > self.config.write_buffer_bytes && !self.buffer.is_empty() {
-            let t = self.flush_buffer(space, at, Admission::Reserve)?;
+            let t = self.flush_in_background(space, at, Admission::Reserve)?;
             return Ok(self.charge(space, t));
         }
         Ok(at)
@@ -141,15 +141,39 @@ impl HashIndex {
     pub fn settle(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         let mut t = at;
         if self.buffer_bytes > self.config.write_buffer_bytes {
-            t = match self.flush_buffer(space, t, Admission::Reserve) {
+            t = match self.flush_in_background(space, t, Admission::Reserve) {
                 Ok(t) => t,
                 Err(HashError::Engine(EngineError::CapacityExceeded(_)))
                 | Err(HashError::TableFull { .. }) => t,
                 Err(error) => return Err(error),
             };
         }
-        t = self.background_gc(space, t)?;
+        t = self.gc_in_background(space, t)?;
         Ok(self.charge(space, t))
+    }
+
+    /// Applies the write buffer as a job of the background thread (see `crate::background`):
+    /// waits for the previous one first if it is still running (a write stall), then keeps this
+    /// buffer readable as the immutable buffer until the job has finished.
+    pub(super) fn flush_in_background(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        admission: Admission,
+    ) -> Result<SimTime> {
+        let t = self.flushing.wait(space, at);
+        let buffer = self.buffer.clone();
+        let (result, job) = in_background(space, t, Lane::Flush, |space| {
+            self.flush_buffer(space, t, admission)
+        });
+        let done = result?;
+        self.flushing.started(buffer, job);
+        Ok(done)
+    }
+
+    /// Runs background GC (if free blocks are short) as a job of the background thread.
+    pub(super) fn gc_in_background(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        in_background(space, at, Lane::Gc, |space| self.background_gc(space, at)).0
     }
 
     pub(super) fn pair_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
@@ -167,7 +191,7 @@ impl HashIndex {
         let mut t = at;
         let added = Self::pair_bytes(key, value);
         if self.buffer_bytes + added > self.config.write_buffer_bytes && !self.buffer.is_empty() {
-            t = self.flush_buffer(space, t, admission)?;
+            t = self.flush_in_background(space, t, admission)?;
         }
         self.cpu_pending.bytes_copied += added;
         if added > self.config.write_buffer_bytes {
@@ -182,7 +206,7 @@ impl HashIndex {
             }
             self.buffer_bytes += added;
         }
-        t = self.background_gc(space, t)?;
+        t = self.gc_in_background(space, t)?;
         Ok(self.charge(space, t))
     }
 }

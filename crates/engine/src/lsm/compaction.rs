@@ -7,13 +7,13 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kvssd_flash::{Purpose, SimTime};
+use kvssd_flash::{Lane, Purpose, SimTime};
 use kvssd_space::RecordPointer;
 
 use super::bloom::Bloom;
 use super::level::{self, Level, Segment};
 use super::segment::{self, Entry};
-use super::{Admission, LsmTree, Result, Step};
+use super::{in_background, Admission, LsmTree, Result, Step};
 use crate::EngineError;
 use kvssd_space::Space;
 
@@ -21,6 +21,28 @@ impl LsmTree {
     /// Flushes L0: values to data segments, keys and pointers merged into L1, then merges down any
     /// level over capacity and unpins levels if DRAM ran short.
     pub(super) fn flush(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        admission: Admission,
+    ) -> Result<SimTime> {
+        self.flushing.clear();
+        let t = self.flush_into_l1(space, at, admission)?;
+        self.compact(space, t)
+    }
+
+    /// Merges down every level over capacity and unpins levels if DRAM ran short: the work a
+    /// flush leaves for compaction.
+    pub(super) fn compact(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        let t = self.cascade(space, at)?;
+        in_background(space, t, Lane::Compaction, |space| {
+            self.enforce_dram(space, t)
+        })
+        .0
+    }
+
+    /// Flushes L0 into L1 alone: its values to data segments, its keys merged into L1.
+    pub(super) fn flush_into_l1(
         &mut self,
         space: &mut Space,
         at: SimTime,
@@ -48,8 +70,7 @@ impl LsmTree {
         t = self.charge(space, written);
         t = self.merge_into(space, t, entries, 0)?;
         self.activity.flushes += 1;
-        t = self.cascade(space, t)?;
-        self.enforce_dram(space, t)
+        Ok(t)
     }
 
     /// Merges down every level over capacity, top first. A merge that cannot get its space is
@@ -64,13 +85,22 @@ impl LsmTree {
             let Some(index) = over else {
                 return Ok(t);
             };
-            match self.compact_level(space, t, index) {
+            // Merges run on the compaction lane; a writer whose flush queues one while two are
+            // still in flight waits for the oldest.
+            let lane = Lane::Compaction;
+            let (result, job) =
+                in_background(space, t, lane, |space| self.compact_level(space, t, index));
+            match result {
                 Ok(done) => t = done,
                 Err(EngineError::CapacityExceeded(_)) => {
                     self.activity.compactions_deferred += 1;
                     return Ok(t);
                 }
                 Err(error) => return Err(error),
+            }
+            if lane == Lane::Compaction && job.is_some() {
+                t = self.compacting.wait(space, t);
+                self.compacting.started((), job);
             }
         }
     }
@@ -294,6 +324,7 @@ impl LsmTree {
     pub(super) fn flush_for_gc(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         debug_assert!(self.levels.first().is_some_and(|level| level.pinned));
         self.snapshot_cache = None;
+        self.flushing.clear();
         let pairs = Arc::unwrap_or_clone(std::mem::take(&mut self.l0));
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
         let l0_key_bytes = std::mem::replace(&mut self.l0_key_bytes, 0);

@@ -156,6 +156,13 @@ impl Engine for LsmTree {
                 ("gc_records_reinserted", stats.gc_records_reinserted),
                 ("gc_records_rewritten", stats.gc_records_rewritten),
                 ("gc_segments_rewritten", stats.gc_segments_rewritten),
+                ("write_stalls_flush", self.flushing.stalls().0),
+                ("write_stall_flush_us", self.flushing.stalls().1 / 1_000),
+                ("write_stalls_compaction", self.compacting.stalls().0),
+                (
+                    "write_stall_compaction_us",
+                    self.compacting.stalls().1 / 1_000,
+                ),
             ],
             shape,
         }

@@ -42,12 +42,17 @@ pub use engine::LsmEngine;
 use kvssd_space::Space;
 pub use snapshot::{IterStats, SnapshotEntry, SnapshotIter, TreeSnapshot};
 
+use crate::background::{in_background, Flushing};
 use crate::config::{EngineConfig, Features, GcPolicy};
 use crate::cpu::CpuCounts;
 use crate::stats::ReadHistogram;
 use crate::EngineError;
 use level::{Level, SearchMode};
 use segment::{Entry, ENTRY_OVERHEAD_BYTES, HEADER_BYTES};
+
+/// Merges queued for the background thread before a writer whose flush queues another waits:
+/// the one running and one behind it.
+const COMPACTIONS_IN_FLIGHT_MAX: usize = 2;
 
 /// DRAM an L0 pair takes besides its key and value (skiplist node, lengths).
 const L0_ENTRY_OVERHEAD_BYTES: u64 = 16;
@@ -142,6 +147,10 @@ pub struct LsmTree {
     page_bytes: usize,
     /// Shared with snapshots; copied on write while one holds it.
     l0: Arc<BTreeMap<Vec<u8>, L0Value>>,
+    /// The previous L0 while the background thread flushes it.
+    flushing: Flushing<Arc<BTreeMap<Vec<u8>, L0Value>>>,
+    /// The last compaction job the background thread was given.
+    compacting: Flushing<()>,
     l0_bytes: u64,
     /// Bytes of L0's keys, kept as L0 changes so admission checks need not walk L0 per put.
     l0_key_bytes: u64,
@@ -293,6 +302,8 @@ impl LsmTree {
             features,
             page_bytes,
             l0: Arc::new(BTreeMap::new()),
+            flushing: Flushing::new(config.l0_bytes),
+            compacting: Flushing::with_limit(COMPACTIONS_IN_FLIGHT_MAX),
             l0_bytes: 0,
             l0_key_bytes: 0,
             flushing_for_gc: false,

@@ -25,6 +25,13 @@ impl LsmTree {
         if let Some(found) = self.l0.get(key) {
             return Ok((Found::L0(found.value.clone()), t, 0));
         }
+        if let Some(found) = self
+            .flushing
+            .visible(space, at)
+            .find_map(|immutable| immutable.get(key))
+        {
+            return Ok((Found::L0(found.value.clone()), t, 0));
+        }
         let mode = self.search_mode();
         let mut bounds: Option<(usize, usize)> = None;
         let mut meta_reads = 0;

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use kvssd_flash::{Purpose, SimTime};
+use kvssd_flash::{Lane, Purpose, SimTime};
 use kvssd_space::Space;
 
 use super::segment::{Entry, ENTRY_OVERHEAD_BYTES, HEADER_BYTES, TOMBSTONE};
-use super::{Admission, L0Value, LsmTree, Result, L0_ENTRY_OVERHEAD_BYTES};
+use super::{in_background, Admission, L0Value, LsmTree, Result, L0_ENTRY_OVERHEAD_BYTES};
 use crate::EngineError;
 
 impl LsmTree {
@@ -92,7 +92,7 @@ impl LsmTree {
     pub fn prepare_stage(&mut self, space: &mut Space, at: SimTime, bytes: u64) -> Result<SimTime> {
         if self.l0_bytes + bytes > self.config.l0_bytes && !self.l0.is_empty() {
             self.snapshot_cache = None;
-            return self.flush(space, at, Admission::Reserve);
+            return self.flush_in_background(space, at, Admission::Reserve);
         }
         Ok(at)
     }
@@ -122,13 +122,13 @@ impl LsmTree {
         self.snapshot_cache = None;
         let mut t = at;
         if self.l0_bytes > self.config.l0_bytes {
-            t = match self.flush(space, t, Admission::Reserve) {
+            t = match self.flush_in_background(space, t, Admission::Reserve) {
                 Ok(t) => t,
                 Err(EngineError::CapacityExceeded(_)) => t,
                 Err(error) => return Err(error),
             };
         }
-        t = self.background_gc(space, t)?;
+        t = self.gc_in_background(space, t)?;
         Ok(self.charge(space, t))
     }
 
@@ -138,6 +138,34 @@ impl LsmTree {
         self.check_key(key)?;
         self.snapshot_cache = None;
         self.insert(space, at, key, None, Admission::Reserve)
+    }
+
+    /// Flushes L0 as jobs of the background thread (see `crate::background`): the flush into L1
+    /// and merges in DRAM on the flush lane, merges that touch flash on the compaction lane.
+    /// Waits first if the immutable L0s already fill their DRAM, and in `cascade` for the previous
+    /// flash merge if this flush queues another (write stalls). Keeps this L0 readable as an
+    /// immutable L0 until its flush has finished. Returns when the writer may go on.
+    pub(super) fn flush_in_background(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        admission: Admission,
+    ) -> Result<SimTime> {
+        let t = self.flushing.wait(space, at);
+        let l0 = Arc::clone(&self.l0);
+        let (result, job) = in_background(space, t, Lane::Flush, |space| {
+            self.flush_into_l1(space, t, admission)
+        });
+        let t = result?;
+        self.flushing.started(l0, job);
+        // The merges it made due: on the flush lane while they stay in DRAM, on the compaction
+        // lane once they touch flash (see `cascade`).
+        self.compact(space, t)
+    }
+
+    /// Runs background GC (if free blocks are short) as a job of the background thread.
+    pub(super) fn gc_in_background(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
+        in_background(space, at, Lane::Gc, |space| self.background_gc(space, at)).0
     }
 
     pub(super) fn l0_pair_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
@@ -155,13 +183,13 @@ impl LsmTree {
         let mut t = at;
         let added = Self::l0_pair_bytes(key, value);
         if self.l0_bytes + added > self.config.l0_bytes && !self.l0.is_empty() {
-            t = self.flush(space, t, admission)?;
+            t = self.flush_in_background(space, t, admission)?;
         }
         self.count_l0_search(key);
         self.cpu_pending.bytes_copied += added;
         self.key_len_max_seen = self.key_len_max_seen.max(key.len());
         self.l0_insert(key.to_vec(), value.map(<[u8]>::to_vec), false);
-        t = self.background_gc(space, t)?;
+        t = self.gc_in_background(space, t)?;
         Ok(self.charge(space, t))
     }
 
