@@ -156,6 +156,15 @@ impl Device {
         self.core.lock().map_err(poisoned)
     }
 
+    /// Locks the device for a command issued at `at`, telling the flash the command clock: the
+    /// controller's background thread may issue work ready by then, and no later (a command's own
+    /// dependent operations, issued later in simulated time, do not advance it).
+    fn lock_at(&self, at: SimTime) -> Result<MutexGuard<'_, Core>> {
+        let mut core = self.lock()?;
+        core.space.advance_clock(at);
+        Ok(core)
+    }
+
     /// Flash operations issued so far (the crash harness counts its crash points in them).
     pub(crate) fn flash_operations(&self) -> u64 {
         self.lock()
@@ -202,7 +211,7 @@ impl Device {
         value: &[u8],
         mode: StoreMode,
     ) -> Result<SimTime> {
-        let mut core = self.lock()?;
+        let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
         core.store(at, namespace, key, value, mode)
     }
@@ -215,14 +224,14 @@ impl Device {
         key: &[u8],
         range: Option<ByteRange>,
     ) -> Result<(Option<Retrieved>, SimTime)> {
-        let mut core = self.lock()?;
+        let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
         core.retrieve(at, namespace, key, range)
     }
 
     /// Deletes `key` (deleting an absent key is not an error).
     pub fn delete(&self, at: SimTime, namespace: NamespaceId, key: &[u8]) -> Result<SimTime> {
-        let mut core = self.lock()?;
+        let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
         core.delete(at, namespace, key)
     }
@@ -234,7 +243,7 @@ impl Device {
         namespace: NamespaceId,
         keys: &[&[u8]],
     ) -> Result<(Vec<bool>, SimTime)> {
-        self.lock()?.exist(at, namespace, keys)
+        self.lock_at(at)?.exist(at, namespace, keys)
     }
 
     /// Up to `count` pairs of the namespace with keys `>= start`, in key order, read from one
@@ -247,14 +256,14 @@ impl Device {
         start: &[u8],
         count: usize,
     ) -> Result<(Pairs, SimTime)> {
-        self.lock()?.scan(at, namespace, start, count)
+        self.lock_at(at)?.scan(at, namespace, start, count)
     }
 
     /// Applies stores and deletes across namespaces atomically: all of them, or (with an error)
     /// none. Operations see the effects of earlier ones in the batch (an insert-only store after
     /// a delete of the same key succeeds).
     pub fn batch(&self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
-        let mut core = self.lock()?;
+        let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, operations.len());
         core.batch(at, operations)
     }
@@ -266,12 +275,12 @@ impl Device {
         namespace: NamespaceId,
         options: IterOptions,
     ) -> Result<(IteratorId, SimTime)> {
-        self.lock()?.iter_open(at, namespace, options)
+        self.lock_at(at)?.iter_open(at, namespace, options)
     }
 
     /// Repositions an iterator at the first key `>= key` of its snapshot (within its prefix).
     pub fn iter_seek(&self, at: SimTime, iterator: IteratorId, key: &[u8]) -> Result<SimTime> {
-        self.lock()?.iter_seek(at, iterator, key)
+        self.lock_at(at)?.iter_seek(at, iterator, key)
     }
 
     /// The next entries: at least one unless at the end, then more while they fit `byte_budget`
@@ -282,7 +291,7 @@ impl Device {
         iterator: IteratorId,
         byte_budget: usize,
     ) -> Result<(NextBatch, SimTime)> {
-        self.lock()?.iter_next(at, iterator, byte_budget)
+        self.lock_at(at)?.iter_next(at, iterator, byte_budget)
     }
 
     /// Closes an iterator, releasing its snapshot (and what GC could not collect because of it).
@@ -310,6 +319,7 @@ impl Device {
             iterators_open: core.iterators.len(),
             device_gc_victims: core.device_gc_victims,
             flash: core.space.flash().counters(),
+            controller: core.space.flash().busy(),
         })
     }
 

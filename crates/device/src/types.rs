@@ -334,4 +334,6 @@ pub struct DeviceStats {
     pub device_gc_victims: u64,
     /// Flash operations by purpose.
     pub flash: kvssd_flash::Counters,
+    /// Controller work booked so far, by thread (simulated nanoseconds; zero without timing).
+    pub controller: kvssd_flash::Busy,
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 
 use kvssd_engine::{Engine, EngineError};
-use kvssd_flash::SimTime;
+use kvssd_flash::{Lane, SimTime};
 use kvssd_space::Space;
 
 use super::{check_key, Core, Namespace};
@@ -124,8 +124,16 @@ impl Core {
     }
 
     /// Collects victims of any namespace while free blocks are below the device-wide threshold
-    /// (or, when `eager`, while any namespace offers one and the pool is below twice that).
+    /// (or, when `eager`, while any namespace offers one and the pool is below twice that), as a
+    /// job of the controller's background thread.
     pub(super) fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
+        self.space.begin_background(at, Lane::Gc);
+        let result = self.collect_garbage(at, eager);
+        self.space.end_background();
+        result
+    }
+
+    fn collect_garbage(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
         let mut t = at;
         let target = if eager {
             2 * self.config.gc_threshold_blocks
