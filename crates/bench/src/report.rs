@@ -73,6 +73,15 @@ pub struct BenchResult {
     /// by the requests. Absent where the store's controller is not modelled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub controller_cpu_us_per_op: Option<f64>,
+    /// Share of the run's simulated time each controller thread was busy: `request`,
+    /// `background` (flush and compaction), `gc` and `accelerator`. Absent where the store's
+    /// controller is not modelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller_utilisation: Option<BTreeMap<String, f64>>,
+    /// Simulated milliseconds writers spent waiting for background work during the run (summed
+    /// over writers; see docs/design.md on write stalls). Absent where not modelled.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub write_stall_ms: Option<f64>,
     /// Parameters particular to this result (prefetch degree, scan length, value size, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub params: Option<serde_json::Map<String, serde_json::Value>>,
@@ -136,12 +145,12 @@ impl BenchReport {
         };
         let _ = writeln!(
             out,
-            "profile {} · seed {} · latencies in {clock} microseconds · rd/q: flash reads per request · cpu/op: controller µs per request · WAF: the device's since format",
+            "profile {} · seed {} · latencies in {clock} microseconds · rd/q: flash reads per request · cpu/op: controller µs per request · req%/bg%: request and background threads' utilisation · stall: writers' wait for background work, ms · WAF: the device's since format",
             self.profile, self.seed
         );
         let _ = writeln!(
             out,
-            "{:<11} {:<5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7} {:>5} {:>7} {:>6} {:>10}",
+            "{:<11} {:<5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>6} {:>5} {:>7} {:>5} {:>7} {:>9} {:>9} {:>6} {:>10}",
             "preset",
             "wkld",
             "KIOPS",
@@ -155,6 +164,8 @@ impl BenchReport {
             "idx/get",
             "max",
             "cpu/op",
+            "req%/bg%",
+            "stall",
             "WAF",
             "DRAM KiB"
         );
@@ -162,7 +173,7 @@ impl BenchReport {
             let dram: u64 = result.dram_bytes.values().sum();
             let _ = writeln!(
                 out,
-                "{:<11} {:<5} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>6.2} {:>5} {:>7.2} {:>5} {:>7} {:>6.2} {:>10}",
+                "{:<11} {:<5} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>6.2} {:>5} {:>7.2} {:>5} {:>7} {:>9} {:>9} {:>6.2} {:>10}",
                 result.preset,
                 result.workload,
                 result.throughput_kops,
@@ -178,6 +189,16 @@ impl BenchReport {
                 result
                     .controller_cpu_us_per_op
                     .map_or_else(|| "-".to_string(), |cpu| format!("{cpu:.2}")),
+                result.controller_utilisation.as_ref().map_or_else(
+                    || "-".to_string(),
+                    |busy| {
+                        let share = |name: &str| busy.get(name).copied().unwrap_or(0.0) * 100.0;
+                        format!("{:.0}/{:.0}", share("request"), share("background"))
+                    }
+                ),
+                result
+                    .write_stall_ms
+                    .map_or_else(|| "-".to_string(), |ms| format!("{ms:.0}")),
                 result.waf,
                 dram / 1024
             );

@@ -62,6 +62,26 @@ pub trait SimTarget {
     fn controller_cpu_ns(&self) -> Option<u64> {
         None
     }
+    /// Controller work booked so far by thread, in simulated nanoseconds: `(request, background,
+    /// gc, accelerator)` (`None` if the store does not model its controller).
+    fn controller_busy_ns(&self) -> Option<[u64; 4]> {
+        None
+    }
+}
+
+/// Simulated nanoseconds writers have waited for background work so far, from the store's
+/// counters (`None` if it reports none).
+fn write_stall_ns(target: &dyn SimTarget) -> Option<u64> {
+    let stats = target.extra_stats();
+    let mut found = false;
+    let mut total_us = 0;
+    for (name, value) in &stats {
+        if name.starts_with("write_stall_") && name.ends_with("_us") {
+            found = true;
+            total_us += value;
+        }
+    }
+    found.then_some(total_us * 1_000)
 }
 
 /// What one workload run needs to know.
@@ -128,6 +148,8 @@ pub fn run(
         .collect();
     let before = target.counters();
     let cpu_before = target.controller_cpu_ns();
+    let busy_before = target.controller_busy_ns();
+    let stalls_before = write_stall_ns(target);
     let wall = Instant::now();
     let mut finished_at = start;
     let mut completed = 0u64;
@@ -193,6 +215,7 @@ pub fn run(
             gets += get_count;
         }
         let latency = done.saturating_sub(issue);
+
         if is_read {
             reads.record(latency);
         } else {
@@ -220,6 +243,25 @@ pub fn run(
     let controller_cpu_us_per_op = cpu_before
         .zip(target.controller_cpu_ns())
         .map(|(before, after)| after.saturating_sub(before) as f64 / 1e3 / completed.max(1) as f64);
+    let span_ns = finished_at.saturating_sub(start).max(1) as f64;
+    let controller_utilisation =
+        busy_before
+            .zip(target.controller_busy_ns())
+            .map(|(before, after)| {
+                ["request", "background", "gc", "accelerator"]
+                    .into_iter()
+                    .zip(before.into_iter().zip(after))
+                    .map(|(name, (before, after))| {
+                        (
+                            name.to_string(),
+                            after.saturating_sub(before) as f64 / span_ns,
+                        )
+                    })
+                    .collect()
+            });
+    let write_stall_ms = stalls_before
+        .zip(write_stall_ns(target))
+        .map(|(before, after)| after.saturating_sub(before) as f64 / 1e6);
     let result = BenchResult {
         preset: config.preset.clone(),
         workload: config.workload.name.to_string(),
@@ -248,6 +290,8 @@ pub fn run(
         phase_waf: phase.write_amplification(),
         dram_bytes: target.dram_bytes(),
         controller_cpu_us_per_op,
+        controller_utilisation,
+        write_stall_ms,
         note: scans_as_gets.then(|| {
             "scans served as point GETs of the next keys of the key space (the store cannot scan)"
                 .to_string()

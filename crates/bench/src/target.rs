@@ -125,4 +125,14 @@ impl SimTarget for DeviceTarget {
     fn controller_cpu_ns(&self) -> Option<u64> {
         self.info().map(|info| info.controller_cpu_ns)
     }
+
+    fn controller_busy_ns(&self) -> Option<[u64; 4]> {
+        let busy = self.device.stats().ok()?.controller;
+        Some([
+            busy.request_ns,
+            busy.background_ns,
+            busy.gc_ns,
+            busy.accelerator_ns,
+        ])
+    }
 }

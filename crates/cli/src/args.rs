@@ -123,6 +123,12 @@ pub(crate) struct GcArgs {
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
+    /// How the simulated controller runs its work: interchangeable (any core takes any work, and a
+    /// flush's cascade is booked when it is triggered) or threads (PinK's prototype: a request
+    /// thread, flush, compaction and GC as background jobs issued one operation per die at a time;
+    /// docs/design.md, "The controller: threads and background work").
+    #[arg(long, default_value = "interchangeable", value_parser = parse_controller)]
+    pub(crate) controller: kvssd_flash::ControllerModel,
     /// Override the number of keys loaded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) records: Option<u64>,
@@ -154,6 +160,12 @@ pub(crate) struct YcsbArgs {
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
+    /// How the simulated controller runs its work: interchangeable (any core takes any work, and a
+    /// flush's cascade is booked when it is triggered) or threads (PinK's prototype: a request
+    /// thread, flush, compaction and GC as background jobs issued one operation per die at a time;
+    /// docs/design.md, "The controller: threads and background work").
+    #[arg(long, default_value = "interchangeable", value_parser = parse_controller)]
+    pub(crate) controller: kvssd_flash::ControllerModel,
     /// Override the number of keys loaded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) records: Option<u64>,
@@ -224,6 +236,14 @@ pub(crate) fn parse_workload(name: &str) -> Result<kvssd_bench::workload::Worklo
             kvssd_bench::workload::WorkloadSpec::NAMES.join(", ")
         )
     })
+}
+
+pub(crate) fn parse_controller(name: &str) -> Result<kvssd_flash::ControllerModel, String> {
+    match name {
+        "threads" => Ok(kvssd_flash::ControllerModel::Threads),
+        "interchangeable" => Ok(kvssd_flash::ControllerModel::Interchangeable),
+        _ => Err("unknown controller model (expected threads or interchangeable)".to_string()),
+    }
 }
 
 pub(crate) fn parse_bench_profile(name: &str) -> Result<kvssd_bench::ycsb::BenchProfile, String> {

@@ -11,6 +11,7 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         Ok(profile) => profile,
         Err(code) => return code,
     };
+    profile.flash.timing.controller = args.controller;
     if let Some(records) = args.records {
         profile.records = records;
     }
@@ -20,6 +21,7 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
     if let Some(clients) = args.clients {
         profile.clients = clients;
     }
+    profile.flash.timing.controller = args.controller;
     let config = ycsb::YcsbConfig {
         presets: args.presets,
         workloads: args.workloads,
