@@ -144,8 +144,6 @@ pub(crate) struct Background {
     pending_jobs: usize,
     /// The most recently finished jobs and when each finished.
     finished: VecDeque<(JobId, SimTime)>,
-    /// The oldest job id not yet finished is at least this (ids below it have all finished).
-    oldest_unfinished: JobId,
 }
 
 /// The longest piece of background computation booked at once: the background thread checks for
@@ -170,7 +168,6 @@ impl Background {
             ready: BinaryHeap::new(),
             pending_jobs: 0,
             finished: VecDeque::new(),
-            oldest_unfinished: 1,
         }
     }
 
@@ -249,7 +246,6 @@ impl Background {
         if self.finished.len() > FINISHED_KEPT {
             self.finished.pop_front();
         }
-        self.oldest_unfinished = self.oldest_unfinished.max(id + 1);
     }
 }
 

@@ -87,9 +87,9 @@ impl LsmTree {
             };
             // Merges run on the compaction lane; a writer whose flush queues one while two are
             // still in flight waits for the oldest.
-            let lane = Lane::Compaction;
-            let (result, job) =
-                in_background(space, t, lane, |space| self.compact_level(space, t, index));
+            let (result, job) = in_background(space, t, Lane::Compaction, |space| {
+                self.compact_level(space, t, index)
+            });
             match result {
                 Ok(done) => t = done,
                 Err(EngineError::CapacityExceeded(_)) => {
@@ -98,7 +98,7 @@ impl LsmTree {
                 }
                 Err(error) => return Err(error),
             }
-            if lane == Lane::Compaction && job.is_some() {
+            if job.is_some() {
                 t = self.compacting.wait(space, t);
                 self.compacting.started((), job);
             }

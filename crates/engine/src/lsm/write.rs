@@ -141,7 +141,7 @@ impl LsmTree {
     }
 
     /// Flushes L0 as jobs of the background thread (see `crate::background`): the flush into L1
-    /// and merges in DRAM on the flush lane, merges that touch flash on the compaction lane.
+    /// on the flush lane, each merge it makes due on the compaction lane.
     /// Waits first if the immutable L0s already fill their DRAM, and in `cascade` for the previous
     /// flash merge if this flush queues another (write stalls). Keeps this L0 readable as an
     /// immutable L0 until its flush has finished. Returns when the writer may go on.
@@ -158,8 +158,7 @@ impl LsmTree {
         });
         let t = result?;
         self.flushing.started(l0, job);
-        // The merges it made due: on the flush lane while they stay in DRAM, on the compaction
-        // lane once they touch flash (see `cascade`).
+        // The merges it made due, each a job of the compaction lane (see `cascade`).
         self.compact(space, t)
     }
 
