@@ -1,6 +1,6 @@
-//! Replays every input a fuzz target of this crate crashed on, kept under
-//! `fuzz/regressions/TARGET/` at the repository root, through the same entry point the target
-//! calls (`kvssd_device::fuzzing::TARGETS`). Ordinary `cargo test` runs (and CI) so keep each fix
+//! Replays every input a fuzz target crashed on, kept under `fuzz/regressions/TARGET/` at the
+//! repository root, through the same entry point the target calls (each crate's
+//! `fuzzing::TARGETS`: flash, space, engine and device, whose tables this crate can all reach). Ordinary `cargo test` runs (and CI) so keep each fix
 //! fixed without a nightly toolchain or cargo-fuzz: an input must now be refused, or accepted,
 //! without a panic.
 
@@ -9,7 +9,13 @@ use std::path::Path;
 #[test]
 fn fuzz_regressions_replay_without_panicking() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
-    for (target, run) in kvssd_device::fuzzing::TARGETS {
+    let tables = [
+        kvssd_flash::fuzzing::TARGETS,
+        kvssd_space::fuzzing::TARGETS,
+        kvssd_engine::fuzzing::TARGETS,
+        kvssd_device::fuzzing::TARGETS,
+    ];
+    for (target, run) in tables.into_iter().flatten() {
         let Ok(entries) = std::fs::read_dir(root.join(target)) else {
             continue;
         };

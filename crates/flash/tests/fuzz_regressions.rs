@@ -1,29 +1,5 @@
-//! Replays every input a fuzz target of this crate crashed on, kept under
-//! `fuzz/regressions/TARGET/` at the repository root, through the same entry point the target
-//! calls (`kvssd_flash::fuzzing::TARGETS`). Ordinary `cargo test` runs (and CI) so keep each fix
-//! fixed without a nightly toolchain or cargo-fuzz: an input must now be refused, or accepted,
-//! without a panic.
-
-use std::path::Path;
-
-#[test]
-fn fuzz_regressions_replay_without_panicking() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
-    for (target, run) in kvssd_flash::fuzzing::TARGETS {
-        let Ok(entries) = std::fs::read_dir(root.join(target)) else {
-            continue;
-        };
-        let mut paths: Vec<_> = entries
-            .map(|entry| entry.expect("a readable regressions directory").path())
-            .collect();
-        paths.sort();
-        for path in paths {
-            let bytes = std::fs::read(&path).expect("a readable regression input");
-            println!("{target}: {}", path.display());
-            run(&bytes);
-        }
-    }
-}
+//! What the flash crate's fuzz targets found, checked for the exact error it now gives. Every kept
+//! input is also replayed, for every crate, by `crates/device/tests/fuzz_regressions.rs`.
 
 #[test]
 fn fuzz_image_header_with_more_dies_than_a_u32_counts_is_refused() {
