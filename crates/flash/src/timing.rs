@@ -11,7 +11,9 @@
 //! * A **program** takes the earliest slot at which its channel can transfer the page into the die's
 //!   register and the die is free, then occupies the die for `tPROG`.
 //! * An **erase** occupies its die for `tBERS`; it uses no channel.
-//! * **Controller work** of a given cost occupies the controller core that can start it earliest.
+//! * **Controller work** of a given cost occupies the controller core that can start it earliest
+//!   under [`ControllerModel::Interchangeable`]; under [`ControllerModel::Threads`] a request's
+//!   work runs on core 0 and background work on its lane's core (see `background.rs`).
 //!
 //! Every resource books the earliest gap long enough for the work, at or after the time the work can
 //! start — even a gap before work booked earlier. That matters twice. A channel is shared by the dies
