@@ -28,6 +28,10 @@ pub struct CrashTestArgs {
     /// wal/group-commit-N, wal/none, or plp (power-loss protection: a dump at the cut).
     #[arg(long, default_value = "wal", value_parser = parse_mode)]
     mode: Durability,
+    /// Controller model: interchangeable (flushes and merges complete inside the write that
+    /// triggers them) or threads (they run as background jobs, so a cut can fall mid-merge).
+    #[arg(long, default_value = "interchangeable", value_parser = crate::args::parse_controller)]
+    controller: kvssd_flash::ControllerModel,
     /// Commands in the workload (CI runs 150).
     #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=100_000).map(|n| n as usize))]
     commands: usize,
@@ -61,27 +65,31 @@ fn parse_mode(name: &str) -> Result<Durability, String> {
 
 /// Runs the crash test.
 pub fn run(args: CrashTestArgs) -> ExitCode {
-    let mut config = CrashConfig::small(args.seed, args.preset).with_durability(args.mode);
+    let mut config = CrashConfig::small(args.seed, args.preset)
+        .with_durability(args.mode)
+        .with_controller(args.controller);
     config.commands = args.commands;
     if args.at.is_none() && args.mode != Durability::WriteAheadLog(SyncPolicy::EveryCommand) {
         // Power-loss protection is cut between commands, and the other sync policies promise a
         // prefix of the commands: the harness chooses those crash points itself.
         eprintln!(
-            "kvssd crash-test: seed {} preset {} mode {} commands {}",
+            "kvssd crash-test: seed {} preset {} mode {} controller {} commands {}",
             args.seed,
             args.preset.name(),
             config.mode_name(),
+            crash::controller_name(config.controller),
             args.commands
         );
         let points = CrashPoints::Sample(args.points);
         let outcome = crash::crash_pass(&config, points);
         println!(
-            "survived {} of {} crash points (seed {}, preset {}, mode {}, {} commands, {} flash operations)",
+            "survived {} of {} crash points (seed {}, preset {}, mode {}, controller {}, {} commands, {} flash operations)",
             outcome.survived,
             outcome.crash_points,
             args.seed,
             args.preset.name(),
             config.mode_name(),
+            crash::controller_name(config.controller),
             args.commands,
             outcome.workload_operations
         );
@@ -111,10 +119,11 @@ pub fn run(args: CrashTestArgs) -> ExitCode {
         None => sample(args.seed, args.points, total),
     };
     eprintln!(
-        "kvssd crash-test: seed {} preset {} mode {} commands {}: {} flash operations, {} crash points",
+        "kvssd crash-test: seed {} preset {} mode {} controller {} commands {}: {} flash operations, {} crash points",
         args.seed,
         args.preset.name(),
         config.mode_name(),
+        crash::controller_name(config.controller),
         args.commands,
         total,
         cuts.len()

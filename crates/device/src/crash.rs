@@ -32,7 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kvssd_flash::{FaultConfig, Flash, Profile, SimTime};
+use kvssd_flash::{ControllerModel, FaultConfig, Flash, Profile, SimTime};
 
 use crate::{
     BatchOp, Device, DeviceConfig, DeviceError, Durability, IterOptions, IterStart, NamespaceId,
@@ -56,6 +56,9 @@ pub struct CrashConfig {
     pub bit_flip_probability: f64,
     /// Probability that a read during the workload flips a bit.
     pub workload_bit_flip_probability: f64,
+    /// How the controller runs flushes, merges and GC: under
+    /// [`ControllerModel::Threads`] the cut can fall in the middle of a background merge.
+    pub controller: ControllerModel,
 }
 
 impl CrashConfig {
@@ -69,7 +72,13 @@ impl CrashConfig {
             torn_program_probability: 1.0 / 3.0,
             bit_flip_probability: 0.01,
             workload_bit_flip_probability: 0.002,
+            controller: ControllerModel::Interchangeable,
         }
+    }
+
+    /// The same workload under another controller model.
+    pub fn with_controller(self, controller: ControllerModel) -> CrashConfig {
+        CrashConfig { controller, ..self }
     }
 
     /// The same workload under another durability mode.
@@ -105,6 +114,9 @@ pub enum CrashPoints {
 pub struct CrashOutcome {
     /// Flash operations of the whole workload (dry run).
     pub workload_operations: u64,
+    /// Of those, the ones issued inside background jobs (flushes, merges, GC) under
+    /// [`ControllerModel::Threads`]: crash points that fall in the middle of background work.
+    pub background_operations: u64,
     /// Crash points run.
     pub crash_points: u64,
     /// Crash points after which recovery and every check passed.
@@ -395,7 +407,8 @@ fn all_durable(device: &Device) -> bool {
 
 /// Runs the workload with power cut after `cut_after` flash operations (`None`: no cut).
 fn run(config: &CrashConfig, cut_after: Option<u64>) -> Result<(Run, Flash), String> {
-    let (profile, device_config) = harness_config_for(config.durability);
+    let (mut profile, device_config) = harness_config_for(config.durability);
+    profile.timing.controller = config.controller;
     let announced = config.durability == Durability::PowerLossProtection;
     let mut flash =
         Flash::new(profile.geometry, Some(profile.timing)).map_err(|e| e.to_string())?;
@@ -691,21 +704,34 @@ pub fn workload_operations(config: &CrashConfig) -> Result<u64, String> {
 }
 
 /// The dry run: flash operations of the whole workload and at the end of each command.
-fn dry_run(config: &CrashConfig) -> Result<(u64, Vec<u64>), String> {
+fn dry_run(config: &CrashConfig) -> Result<(u64, Vec<u64>, u64), String> {
     let (run, flash) = run(config, None)?;
     if run.in_flight.is_some() {
         return Err("the dry run lost power".into());
     }
-    Ok((flash.operations(), run.boundaries))
+    Ok((
+        flash.operations(),
+        run.boundaries,
+        flash.background_operations(),
+    ))
+}
+
+/// The controller model's name as `kvssd crash-test --controller` takes it.
+pub fn controller_name(controller: ControllerModel) -> &'static str {
+    match controller {
+        ControllerModel::Threads => "threads",
+        ControllerModel::Interchangeable => "interchangeable",
+    }
 }
 
 /// The command line that replays one crash point.
 pub fn replay_command(config: &CrashConfig, cut_after: u64) -> String {
     format!(
-        "kvssd crash-test --seed {} --preset {} --mode {} --commands {} --at {cut_after}",
+        "kvssd crash-test --seed {} --preset {} --mode {} --controller {} --commands {} --at {cut_after}",
         config.seed,
         config.preset.name(),
         config.mode_name(),
+        controller_name(config.controller),
         config.commands
     )
 }
@@ -713,7 +739,7 @@ pub fn replay_command(config: &CrashConfig, cut_after: u64) -> String {
 /// Runs a pass: every crash point of the workload, or a seeded sample.
 pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
     let mut outcome = CrashOutcome::default();
-    let (total, boundaries) = match dry_run(config) {
+    let (total, boundaries, background) = match dry_run(config) {
         Ok(total) => total,
         Err(error) => {
             outcome.failures.push(format!(
@@ -726,6 +752,7 @@ pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
         }
     };
     outcome.workload_operations = total;
+    outcome.background_operations = background;
     let mut cuts: Vec<u64> = match points {
         CrashPoints::All => (0..total).collect(),
         CrashPoints::Sample(n) => {

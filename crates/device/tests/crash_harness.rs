@@ -15,16 +15,20 @@
 
 use kvssd_device::crash::{crash_pass, CrashConfig, CrashOutcome, CrashPoints};
 use kvssd_device::{Durability, PresetKind, SyncPolicy};
+use kvssd_flash::ControllerModel;
 
 fn report(config: &CrashConfig, outcome: &CrashOutcome) {
     println!(
-        "crash pass {} preset {}: {} of {} crash points survived ({} flash operations in the \
-         workload, {} log records replayed, recovery at most {} ns simulated)",
+        "crash pass {} {} preset {}: {} of {} crash points survived ({} flash operations in the \
+         workload, {} of them in background jobs, {} log records replayed, recovery at most {} ns \
+         simulated)",
         config.mode_name(),
+        kvssd_device::crash::controller_name(config.controller),
         config.preset.name(),
         outcome.survived,
         outcome.crash_points,
         outcome.workload_operations,
+        outcome.background_operations,
         outcome.records_replayed,
         outcome.recovery_simulated_ns_max
     );
@@ -40,6 +44,13 @@ fn run_passes(configs: Vec<(CrashConfig, CrashPoints)>) {
             outcome.crash_points > 0,
             "the workload did no flash operation"
         );
+        if config.controller == ControllerModel::Threads {
+            assert!(
+                outcome.background_operations > 0,
+                "preset {}: no flash operation ran in a background job",
+                config.preset.name()
+            );
+        }
         total += outcome.crash_points;
         failures.extend(outcome.failures);
     }
@@ -65,6 +76,25 @@ fn crash_every_point_under_a_write_ahead_log_for_every_preset() {
                 CrashPoints::All,
             )
         })
+        .collect();
+    run_passes(configs);
+}
+
+/// The same under the threads model of the controller: flushes, merges and GC are background jobs,
+/// so cuts fall in the middle of background merges and GC while later commands were acknowledged.
+#[test]
+fn crash_every_point_with_a_background_thread_for_every_preset() {
+    let configs = PresetKind::ALL
+        .into_iter()
+        .enumerate()
+        .map(|(index, preset)| {
+            let mut config = CrashConfig::small(0x7EAD + index as u64, preset)
+                .with_controller(ControllerModel::Threads);
+            config.commands = 400;
+            (config, CrashPoints::All)
+        })
+        // The block FTL's GC runs inside the write that needs it, under either model.
+        .filter(|(config, _)| config.preset.name() != "block")
         .collect();
     run_passes(configs);
 }

@@ -20,7 +20,7 @@ use kvssd_device::{
     NamespaceId, NamespaceSpec, PresetKind, StoreMode,
 };
 use kvssd_engine::Preset;
-use kvssd_flash::{Flash, Profile};
+use kvssd_flash::{ControllerModel, Flash, Profile};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -108,8 +108,9 @@ fn activity(device: &Device) -> [u64; 3] {
     totals
 }
 
-fn run(seed: u64) -> Result<String, String> {
-    let profile = Profile::test_min();
+fn run(seed: u64, controller: ControllerModel) -> Result<String, String> {
+    let mut profile = Profile::test_min();
+    profile.timing.controller = controller;
     let flash = Flash::new(profile.geometry, Some(profile.timing)).map_err(|e| e.to_string())?;
     let mut config = DeviceConfig::test_min();
     config.engine.dram_budget_bytes = 24 * 1024;
@@ -486,18 +487,30 @@ fn run(seed: u64) -> Result<String, String> {
     ))
 }
 
-#[test]
-fn device_model_matches_across_presets_batches_and_snapshots() {
+/// Runs the model under one controller model, over the seeds given by `KVSSD_SEED` or 1, 2, 3.
+fn run_seeds(controller: ControllerModel) {
     let seeds: Vec<u64> = match std::env::var("KVSSD_SEED") {
         Ok(seed) => vec![seed.parse().expect("KVSSD_SEED is a u64")],
         Err(_) => vec![1, 2, 3],
     };
     for seed in seeds {
-        match run(seed) {
-            Ok(summary) => println!("seed {seed}: {summary}"),
+        match run(seed, controller) {
+            Ok(summary) => println!("seed {seed} ({controller:?}): {summary}"),
             Err(message) => panic!(
-                "seed {seed}: {message}\nreplay: KVSSD_SEED={seed} cargo test -p kvssd-device --test device_model"
+                "seed {seed} ({controller:?}): {message}\nreplay: KVSSD_SEED={seed} cargo test -p kvssd-device --test device_model"
             ),
         }
     }
+}
+
+#[test]
+fn device_model_matches_across_presets_batches_and_snapshots() {
+    run_seeds(ControllerModel::Interchangeable);
+}
+
+/// The same with flushes, merges and GC as jobs of the controller's background thread: immutable
+/// write buffers, merges whose flash work is played later, and GC beside them.
+#[test]
+fn device_model_matches_with_a_background_thread() {
+    run_seeds(ControllerModel::Threads);
 }

@@ -144,6 +144,8 @@ pub(crate) struct Background {
     pending_jobs: usize,
     /// The most recently finished jobs and when each finished.
     finished: VecDeque<(JobId, SimTime)>,
+    /// Flash operations (reads, programs, erases) recorded into jobs so far.
+    operations_recorded: u64,
 }
 
 /// The longest piece of background computation booked at once: the background thread checks for
@@ -168,7 +170,13 @@ impl Background {
             ready: BinaryHeap::new(),
             pending_jobs: 0,
             finished: VecDeque::new(),
+            operations_recorded: 0,
         }
+    }
+
+    /// Flash operations recorded into background jobs so far.
+    pub(crate) fn operations_recorded(&self) -> u64 {
+        self.operations_recorded
     }
 
     /// Whether jobs wait to be played.
@@ -180,6 +188,9 @@ impl Background {
     pub(crate) fn record(&mut self, work: Work) -> bool {
         match &mut self.recording {
             Some(recording) => {
+                if work.die().is_some() {
+                    self.operations_recorded += 1;
+                }
                 if !matches!(work, Work::Cpu { ns: 0 } | Work::Accelerator { ns: 0 }) {
                     recording.work.push_back(work);
                 }

@@ -289,6 +289,14 @@ impl Flash {
         }
     }
 
+    /// Flash operations (reads, programs, erases) issued inside background steps so far: under
+    /// [`crate::ControllerModel::Threads`], those whose timing the background thread plays.
+    pub fn background_operations(&self) -> u64 {
+        self.timeline
+            .as_ref()
+            .map_or(0, |timeline| timeline.background.operations_recorded())
+    }
+
     /// Ends a background step; returns its job if it is the outermost one and asked for work.
     pub fn end_background(&mut self) -> Option<JobId> {
         self.timeline.as_mut().and_then(Timeline::end_background)

@@ -25,12 +25,18 @@ impl LsmTree {
         if let Some(found) = self.l0.get(key) {
             return Ok((Found::L0(found.value.clone()), t, 0));
         }
-        if let Some(found) = self
-            .flushing
-            .visible(space, at)
-            .find_map(|immutable| immutable.get(key))
-        {
-            return Ok((Found::L0(found.value.clone()), t, 0));
+        // An immutable buffer's pairs are already in the levels (a flush changes the index at
+        // once; only its flash work runs later), so it is a DRAM copy that saves a read. GC must
+        // not take it for the newest version: the level entry may point into the victim, and
+        // dropping that record would leave the entry dangling once the victim is erased.
+        if purpose != Purpose::Gc {
+            if let Some(found) = self
+                .flushing
+                .visible(space, at)
+                .find_map(|immutable| immutable.get(key))
+            {
+                return Ok((Found::L0(found.value.clone()), t, 0));
+            }
         }
         let mode = self.search_mode();
         let mut bounds: Option<(usize, usize)> = None;
