@@ -138,8 +138,12 @@ pub(crate) struct Background {
     next_id: JobId,
     /// Per die: when its background operation in flight completes.
     die_free: Vec<SimTime>,
-    /// `(issue time, die)` of dies with queued work (entries may be stale; checked on pop).
+    /// `(issue time, die)` of dies with queued work. Entries may be stale: an entry counts only
+    /// if its time is the die's [`Background::scheduled_at`].
     ready: BinaryHeap<Reverse<(SimTime, u32)>>,
+    /// Per die: when its next look at queued work is due (`SimTime::MAX`: none due). One live
+    /// entry per die keeps the heap as small as the number of dies, however much work is queued.
+    scheduled_at: Vec<SimTime>,
     /// Jobs recorded and not finished.
     pending_jobs: usize,
     /// The most recently finished jobs and when each finished.
@@ -168,6 +172,7 @@ impl Background {
             next_id: 1,
             die_free: vec![0; dies as usize],
             ready: BinaryHeap::new(),
+            scheduled_at: vec![SimTime::MAX; dies as usize],
             pending_jobs: 0,
             finished: VecDeque::new(),
             operations_recorded: 0,
@@ -177,6 +182,15 @@ impl Background {
     /// Flash operations recorded into background jobs so far.
     pub(crate) fn operations_recorded(&self) -> u64 {
         self.operations_recorded
+    }
+
+    /// Makes sure die `die` looks at its queued work no later than `at`.
+    fn schedule(&mut self, die: u32, at: SimTime) {
+        let d = die as usize;
+        if at < self.scheduled_at[d] {
+            self.scheduled_at[d] = at;
+            self.ready.push(Reverse((at, die)));
+        }
     }
 
     /// Whether jobs wait to be played.
@@ -280,16 +294,32 @@ impl Timeline {
             }
             self.background.ready.pop();
             let d = die as usize;
+            if self.background.scheduled_at[d] != issue_at {
+                // Superseded by an earlier look at this die.
+                continue;
+            }
+            self.background.scheduled_at[d] = SimTime::MAX;
             let free = self.background.die_free[d];
             if free > issue_at {
-                // A stale entry: the die took other work meanwhile.
-                self.background.ready.push(Reverse((free, die)));
+                // The die took other work meanwhile.
+                self.background.schedule(die, free);
                 continue;
             }
             let Some(lane) = (0..LANES).find(|&lane| {
                 let state = &self.background.lanes[lane];
                 !state.per_die[d].is_empty() && state.phase_start <= issue_at
             }) else {
+                // Only work of phases that start later: look again when the first does.
+                let next = self
+                    .background
+                    .lanes
+                    .iter()
+                    .filter(|state| !state.per_die[d].is_empty())
+                    .map(|state| state.phase_start)
+                    .min();
+                if let Some(next) = next {
+                    self.background.schedule(die, next);
+                }
                 continue;
             };
             let Some(work) = self.background.lanes[lane].per_die[d].pop_front() else {
@@ -313,7 +343,7 @@ impl Timeline {
                 .iter()
                 .any(|state| !state.per_die[d].is_empty())
             {
-                background.ready.push(Reverse((done, die)));
+                background.schedule(die, done);
             }
         }
     }
@@ -394,7 +424,7 @@ impl Timeline {
                             background.lanes[lane].per_die[d].push_back(work);
                             background.lanes[lane].queued += 1;
                             let at = start.max(background.die_free[d]);
-                            background.ready.push(Reverse((at, die)));
+                            background.schedule(die, at);
                         }
                         break;
                     }
