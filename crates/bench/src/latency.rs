@@ -87,3 +87,77 @@ impl LatencyRecorder {
         points
     }
 }
+
+/// Reads issued in one window of a run's simulated time: where tails come from shows up as the
+/// windows in which background work ran.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+pub struct LatencyWindow {
+    /// Start of the window, simulated milliseconds since the run started.
+    pub start_ms: f64,
+    /// Reads issued in the window.
+    pub reads: u64,
+    /// Their mean latency, simulated microseconds.
+    pub avg_us: f64,
+    /// Their largest latency, simulated microseconds.
+    pub max_us: f64,
+}
+
+/// Windows in one run's read-latency time series.
+pub const LATENCY_WINDOWS: usize = 200;
+
+/// Splits reads `(issue time, latency)`, in nanoseconds, issued from `start` to `end` into
+/// `count` equal windows of simulated time (empty windows included, with zero reads).
+pub fn latency_windows(
+    reads: &[(u64, u64)],
+    start: u64,
+    end: u64,
+    count: usize,
+) -> Vec<LatencyWindow> {
+    if reads.is_empty() || count == 0 {
+        return Vec::new();
+    }
+    let span = end.saturating_sub(start).max(1);
+    let width = span.div_ceil(count as u64).max(1);
+    let mut sums = vec![(0u64, 0u128, 0u64); count];
+    for &(issue, latency) in reads {
+        let index = ((issue.saturating_sub(start) / width) as usize).min(count - 1);
+        let (reads, sum, max) = &mut sums[index];
+        *reads += 1;
+        *sum += u128::from(latency);
+        *max = (*max).max(latency);
+    }
+    sums.into_iter()
+        .enumerate()
+        .map(|(index, (reads, sum, max))| LatencyWindow {
+            start_ms: (index as u64 * width) as f64 / 1e6,
+            reads,
+            avg_us: if reads == 0 {
+                0.0
+            } else {
+                sum as f64 / reads as f64 / 1e3
+            },
+            max_us: max as f64 / 1e3,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_windows_split_reads_by_issue_time() {
+        // Two windows of 500 ns: reads at 0 and 400 fall in the first, 600 and 1000 in the second.
+        let reads = [(0, 1_000), (400, 3_000), (600, 10_000), (1_000, 2_000)];
+        let windows = latency_windows(&reads, 0, 1_000, 2);
+        assert_eq!(windows.len(), 2);
+        assert_eq!(windows[0].reads, 2);
+        assert_eq!(windows[0].avg_us, 2.0);
+        assert_eq!(windows[0].max_us, 3.0);
+        assert_eq!(windows[1].reads, 2);
+        assert_eq!(windows[1].avg_us, 6.0);
+        assert_eq!(windows[1].max_us, 10.0);
+        assert_eq!(windows[1].start_ms, 500.0 / 1e6);
+        assert!(latency_windows(&[], 0, 10, 4).is_empty());
+    }
+}

@@ -30,4 +30,6 @@ pub mod ycsb;
 
 mod latency;
 
-pub use latency::{LatencyRecorder, LatencySummary};
+pub use latency::{
+    latency_windows, LatencyRecorder, LatencySummary, LatencyWindow, LATENCY_WINDOWS,
+};

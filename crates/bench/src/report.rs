@@ -29,7 +29,7 @@ use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use serde::Serialize;
 
-use crate::LatencySummary;
+use crate::{LatencySummary, LatencyWindow};
 
 /// Average and largest count per request.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
@@ -102,6 +102,10 @@ pub struct BenchResult {
     /// Write amplification of the run so far, sampled as (requests done, WAF).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waf_over_time: Vec<(u64, f64)>,
+    /// Read latency over the run's simulated time, in equal windows (mean and largest per
+    /// window).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub read_latency_over_time: Vec<LatencyWindow>,
 }
 
 /// A whole benchmark run.
@@ -265,6 +269,45 @@ impl BenchReport {
             cdf_plot(
                 &path,
                 &format!("Read latency CDF, workload {workload} ({clock})"),
+                &series,
+            )?;
+            files.push(path);
+        }
+
+        for workload in &workloads {
+            let mut series: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
+            for result in self.results.iter().filter(|result| {
+                &result.workload == workload && !result.read_latency_over_time.is_empty()
+            }) {
+                let windows = result
+                    .read_latency_over_time
+                    .iter()
+                    .filter(|window| window.reads > 0);
+                series.push((
+                    format!("{} max", result.preset),
+                    windows
+                        .clone()
+                        .map(|window| (window.start_ms, window.max_us))
+                        .collect(),
+                ));
+                series.push((
+                    format!("{} mean", result.preset),
+                    windows
+                        .map(|window| (window.start_ms, window.avg_us))
+                        .collect(),
+                ));
+            }
+            if series.is_empty() {
+                continue;
+            }
+            let path = directory.join(format!("read_latency_over_time_{workload}.svg"));
+            line_plot(
+                &path,
+                &format!(
+                    "Read latency over the run, workload {workload} ({clock}; largest and mean per window)"
+                ),
+                "simulated ms since the workload started",
+                "read latency, us",
                 &series,
             )?;
             files.push(path);

@@ -7,7 +7,12 @@
 //! of the flash it shares with them. Each request's latency is its completion time minus its issue
 //! time.
 //!
-//! Per request, the runner takes the flash counters before and after, so "flash reads per query"
+//! A request that takes several commands (a read-modify-write: a GET, then a PUT; a scan on a store
+//! that cannot scan: point GETs) issues each when the previous completed, through the same queue,
+//! so commands reach the store in time order: one issued ahead of the clock would let background
+//! work issued before it run ahead of other clients' earlier requests.
+//!
+//! Per command, the runner takes the flash counters before and after, so "flash reads per query"
 //! (pages read for user data and index, averaged and maximum) and "index reads per GET" are exact
 //! counts of what each request caused, including any flush or compaction it had to wait for.
 
@@ -17,7 +22,7 @@ use std::time::Instant;
 
 use kvssd_flash::{Counters, Purpose, SimTime};
 
-use crate::latency::LatencyRecorder;
+use crate::latency::{latency_windows, LatencyRecorder, LATENCY_WINDOWS};
 use crate::report::{BenchResult, PerRequest};
 use crate::workload::{key_of, value_of, Generator, Request, WorkloadSpec};
 
@@ -143,6 +148,8 @@ pub fn run(
     let mut gets = 0u64;
     let mut scans_as_gets = false;
     let mut waf_over_time = Vec::new();
+    // (issue, latency) of every read, for the latency-over-time series.
+    let mut read_samples: Vec<(SimTime, u64)> = Vec::new();
     let mut clients: BinaryHeap<Reverse<(SimTime, u32)>> = (0..config.clients.max(1))
         .map(|client| Reverse((start, client)))
         .collect();
@@ -153,71 +160,108 @@ pub fn run(
     let wall = Instant::now();
     let mut finished_at = start;
     let mut completed = 0u64;
+    // The rest of each client's request, when it takes more than one command.
+    let mut in_flight: Vec<Option<InFlight>> = (0..config.clients.max(1)).map(|_| None).collect();
     while completed < config.operations {
-        let Some(Reverse((issue, client))) = clients.pop() else {
+        let Some(Reverse((at, client))) = clients.pop() else {
             break;
         };
-        let request = generator.next_request();
         let counters_before = target.counters();
-        let (done, is_read, get_count) = match request {
-            Request::Read(number) => {
-                let key = key_of(number, config.key_bytes);
-                let (value, done) = target.get(issue, &key)?;
-                check_value(number, value.as_deref())?;
-                (done, true, 1)
-            }
-            Request::Update(number) | Request::Insert(number) => {
-                let version = versions.entry(number).or_insert(0);
-                *version += 1;
-                let value = value_of(number, *version, config.value_bytes);
-                let done = target.put(issue, &key_of(number, config.key_bytes), &value)?;
-                (done, false, 0)
-            }
-            Request::ReadModifyWrite(number) => {
-                let key = key_of(number, config.key_bytes);
-                let (value, read_done) = target.get(issue, &key)?;
-                check_value(number, value.as_deref())?;
-                let version = versions.entry(number).or_insert(0);
-                *version += 1;
-                let value = value_of(number, *version, config.value_bytes);
-                (target.put(read_done, &key, &value)?, false, 1)
-            }
-            Request::Scan { start, length } => {
-                let key = key_of(start, config.key_bytes);
-                match target.scan(issue, &key, length as usize) {
-                    Ok((_, done)) => (done, true, 0),
-                    Err(TargetError::Unsupported(_)) => {
-                        // A client of a hash KV-SSD scans its own key space with point GETs, as
-                        // PinK's evaluation runs YCSB-E on its Hash baseline.
-                        // One client issues them one after another.
-                        scans_as_gets = true;
-                        let mut done = issue;
-                        let last = (start + u64::from(length)).min(generator.inserted());
-                        for number in start..last {
-                            let (value, got) =
-                                target.get(done, &key_of(number, config.key_bytes))?;
-                            check_value(number, value.as_deref())?;
-                            done = got;
-                        }
-                        (done, true, last - start)
+        let (mut request, done) = match in_flight[client as usize].take() {
+            Some(mut request) => {
+                let done = match request.rest.take() {
+                    Some(Continuation::Write { number }) => {
+                        let version = versions.entry(number).or_insert(0);
+                        *version += 1;
+                        let value = value_of(number, *version, config.value_bytes);
+                        target.put(at, &key_of(number, config.key_bytes), &value)?
                     }
-                    Err(other) => return Err(other),
-                }
+                    Some(Continuation::Gets { next, last }) => {
+                        let (value, done) = target.get(at, &key_of(next, config.key_bytes))?;
+                        check_value(next, value.as_deref())?;
+                        if next + 1 < last {
+                            request.rest = Some(Continuation::Gets {
+                                next: next + 1,
+                                last,
+                            });
+                        }
+                        done
+                    }
+                    None => at,
+                };
+                (request, done)
             }
+            None => match generator.next_request() {
+                Request::Read(number) => {
+                    let key = key_of(number, config.key_bytes);
+                    let (value, done) = target.get(at, &key)?;
+                    check_value(number, value.as_deref())?;
+                    (InFlight::new(at, true, 1), done)
+                }
+                Request::Update(number) | Request::Insert(number) => {
+                    let version = versions.entry(number).or_insert(0);
+                    *version += 1;
+                    let value = value_of(number, *version, config.value_bytes);
+                    let done = target.put(at, &key_of(number, config.key_bytes), &value)?;
+                    (InFlight::new(at, false, 0), done)
+                }
+                Request::ReadModifyWrite(number) => {
+                    // The write is issued when the read completes, as its own command.
+                    let key = key_of(number, config.key_bytes);
+                    let (value, done) = target.get(at, &key)?;
+                    check_value(number, value.as_deref())?;
+                    let mut request = InFlight::new(at, false, 1);
+                    request.rest = Some(Continuation::Write { number });
+                    (request, done)
+                }
+                Request::Scan { start, length } => {
+                    let key = key_of(start, config.key_bytes);
+                    match target.scan(at, &key, length as usize) {
+                        Ok((_, done)) => (InFlight::new(at, true, 0), done),
+                        Err(TargetError::Unsupported(_)) => {
+                            // A client of a hash KV-SSD scans its own key space with point GETs,
+                            // as PinK's evaluation runs YCSB-E on its Hash baseline: one after
+                            // another, each issued when the previous completes.
+                            scans_as_gets = true;
+                            let last = (start + u64::from(length)).min(generator.inserted());
+                            let mut request = InFlight::new(at, true, last.saturating_sub(start));
+                            let mut done = at;
+                            if start < last {
+                                let (value, got) = target.get(at, &key)?;
+                                check_value(start, value.as_deref())?;
+                                done = got;
+                                if start + 1 < last {
+                                    request.rest = Some(Continuation::Gets {
+                                        next: start + 1,
+                                        last,
+                                    });
+                                }
+                            }
+                            (request, done)
+                        }
+                        Err(other) => return Err(other),
+                    }
+                }
+            },
         };
         let phase = target.counters() - counters_before;
-        let page_reads = phase.of(Purpose::UserData).reads + phase.of(Purpose::Index).reads;
-        reads_per_query_max = reads_per_query_max.max(page_reads);
-        if get_count > 0 {
-            let index = phase.of(Purpose::Index).reads;
-            index_reads_total += index;
-            index_reads_max = index_reads_max.max(index.div_ceil(get_count));
-            gets += get_count;
+        request.page_reads += phase.of(Purpose::UserData).reads + phase.of(Purpose::Index).reads;
+        request.index_reads += phase.of(Purpose::Index).reads;
+        if request.rest.is_some() {
+            in_flight[client as usize] = Some(request);
+            clients.push(Reverse((done, client)));
+            continue;
         }
-        let latency = done.saturating_sub(issue);
-
-        if is_read {
+        reads_per_query_max = reads_per_query_max.max(request.page_reads);
+        if request.get_count > 0 {
+            index_reads_total += request.index_reads;
+            index_reads_max = index_reads_max.max(request.index_reads.div_ceil(request.get_count));
+            gets += request.get_count;
+        }
+        let latency = done.saturating_sub(request.issue);
+        if request.is_read {
             reads.record(latency);
+            read_samples.push((request.issue, latency));
         } else {
             writes.record(latency);
         }
@@ -299,6 +343,7 @@ pub fn run(
         sim_requests_per_wall_s: completed as f64 / wall_seconds.max(1e-9),
         read_latency_cdf: reads.cdf_points(),
         waf_over_time,
+        read_latency_over_time: latency_windows(&read_samples, start, finished_at, LATENCY_WINDOWS),
         ..BenchResult::default()
     };
     Ok(RunOutcome {
@@ -306,6 +351,45 @@ pub fn run(
         finished_at,
         keys: generator.inserted(),
     })
+}
+
+/// The rest of a request that takes more than one command. Each command is issued when the
+/// previous one completed, in time order with every other client's commands, so the store never
+/// sees a command from the future before one from the present.
+enum Continuation {
+    /// A read-modify-write's write, after its read.
+    Write { number: u64 },
+    /// A scan served as point GETs: the next key number to read, and the end.
+    Gets { next: u64, last: u64 },
+}
+
+/// A client's request while it runs.
+struct InFlight {
+    /// When it was issued.
+    issue: SimTime,
+    /// Whether it counts as a read (GET or scan) or a write.
+    is_read: bool,
+    /// Point GETs it makes.
+    get_count: u64,
+    /// User-data and index pages read by its commands so far.
+    page_reads: u64,
+    /// Index pages read by its commands so far.
+    index_reads: u64,
+    /// Its next command, if any.
+    rest: Option<Continuation>,
+}
+
+impl InFlight {
+    fn new(issue: SimTime, is_read: bool, get_count: u64) -> InFlight {
+        InFlight {
+            issue,
+            is_read,
+            get_count,
+            page_reads: 0,
+            index_reads: 0,
+            rest: None,
+        }
+    }
 }
 
 /// A GET of an existing key must return that key's value: values carry their key number.
