@@ -130,7 +130,7 @@ impl BenchProfile {
         // value, and for GC re-insertion a block's worth of relocated values.
         let indexing = (geometry.capacity_bytes() as f64 * self.dram_fraction) as u64;
         // `pink-gcrewrite` is `pink` with another GC policy and gets `pink`'s DRAM, so the two
-        // differ in the policy alone.
+        // differ in the policy alone (`pink-hw` re-inserts, as `pink` does).
         let reinsertion = if config.features.gc == kvssd_engine::GcPolicy::Reinsert
             || preset == Preset::PinkGcRewrite
         {

@@ -147,7 +147,7 @@ pub(crate) struct GcArgs {
 #[derive(Debug, Args)]
 pub(crate) struct YcsbArgs {
     /// Presets, comma-separated, each on its own identical fresh device (pink, pink-noopt, pink-range,
-    /// pink-gcrewrite, lightstore, hash, kaml).
+    /// pink-gcrewrite, pink-hw, lightstore, hash, kaml).
     #[arg(long, default_value = "pink,lightstore,hash", value_delimiter = ',', value_parser = parse_bench_preset)]
     pub(crate) presets: Vec<String>,
     /// Workloads, comma-separated (load, a, b, c, d, e, f). Load always runs first to build the data set.

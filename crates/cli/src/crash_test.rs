@@ -21,7 +21,7 @@ pub struct CrashTestArgs {
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
     points: u64,
     /// Engine preset of the workload's namespaces (pink, pink-noopt, pink-range, lightstore,
-    /// pink-gcrewrite, hash, kaml, block).
+    /// pink-gcrewrite, hash, kaml, block, pink-hw).
     #[arg(long, default_value = "pink", value_parser = parse_preset)]
     preset: PresetKind,
     /// Durability protocol: wal (write-ahead log, sync per command; also wal/every-command),

@@ -178,6 +178,7 @@ pub(crate) const PRESETS: &[&dyn Factory] = &[
     &Hash(HashPreset::Kaml),
     &Lsm(Preset::PinkGcRewrite),
     &Block,
+    &Lsm(Preset::PinkHw),
 ];
 
 /// How many presets there are.

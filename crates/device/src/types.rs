@@ -30,7 +30,7 @@ impl fmt::Display for IteratorId {
 }
 
 /// The engine preset of a namespace: one entry of the device's preset table (the LSM presets
-/// `pink`, `pink-noopt`, `pink-range`, `lightstore`, `pink-gcrewrite`; the hash presets `hash`,
+/// `pink`, `pink-noopt`, `pink-range`, `lightstore`, `pink-gcrewrite`, `pink-hw`; the hash presets `hash`,
 /// `kaml`; the page-mapped FTL `block`). Made from an LSM [`Preset`], a [`HashPreset`] or a name.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PresetKind(u8);

@@ -38,7 +38,7 @@ pub enum EngineError {
     #[error("invalid engine configuration: {0}")]
     Config(String),
     /// An unknown preset name.
-    #[error("unknown preset {0:?}: expected one of pink, pink-noopt, pink-range, lightstore, pink-gcrewrite")]
+    #[error("unknown preset {0:?}: expected one of pink, pink-noopt, pink-range, lightstore, pink-gcrewrite, pink-hw")]
     UnknownPreset(String),
     /// Bytes read from flash that do not decode as a meta segment.
     #[error("meta segment at page {page} is malformed: {what}")]

@@ -40,7 +40,10 @@ pub mod hash;
 pub mod lsm;
 mod stats;
 
-pub use config::{EngineConfig, Features, GcPolicy, Preset, KEY_BYTES_MAX, VALUE_BYTES_MAX};
+pub use config::{
+    EngineConfig, Features, GcPolicy, Preset, KEY_BYTES_MAX, MERGE_ACCELERATOR_NS_PER_KIB,
+    VALUE_BYTES_MAX,
+};
 pub use contract::{Capabilities, Engine, EngineReport, LevelsView};
 pub use cpu::{CpuCosts, CpuCounts};
 pub use error::EngineError;

@@ -74,7 +74,7 @@ pub enum WalRecord {
 }
 
 /// Appends a namespace's attributes: preset u8 (index in `PresetKind::ALL`: 0 pink,
-/// 1 pink-noopt, 2 pink-range, 3 lightstore, 4 hash, 5 kaml, 6 pink-gcrewrite) | logs (u8 flag, count u32,
+/// 1 pink-noopt, 2 pink-range, 3 lightstore, 4 hash, 5 kaml, 6 pink-gcrewrite, 7 block, 8 pink-hw) | logs (u8 flag, count u32,
 /// u32 each) | quota (u8 flag, u64).
 pub(crate) fn encode_spec(out: &mut Vec<u8>, spec: &NamespaceSpec) {
     out.push(spec.preset.code());

@@ -14,7 +14,7 @@ use super::bloom::Bloom;
 use super::level::{self, Level, Segment};
 use super::segment::{self, Entry};
 use super::{in_background, Admission, LsmTree, Result, Step};
-use crate::EngineError;
+use crate::{EngineError, MERGE_ACCELERATOR_NS_PER_KIB};
 use kvssd_space::Space;
 
 impl LsmTree {
@@ -170,6 +170,18 @@ impl LsmTree {
         let (lower, read) = self.level_entries(space, t, target, Purpose::Compaction)?;
         t = read;
         let last = target + 1 == self.levels.len();
+        // PinK+HW: the accelerator does the sort, so its comparisons and copies are not the
+        // cores' (they are counted, then handed to the accelerator by the bytes streamed).
+        let cpu_before = self.cpu_pending;
+        let streamed_bytes: u64 = if self.features.merge_accelerator {
+            upper
+                .iter()
+                .chain(lower.iter())
+                .map(|entry| entry.encoded_bytes() as u64)
+                .sum()
+        } else {
+            0
+        };
         let mut merged = Vec::with_capacity(upper.len() + lower.len());
         let mut superseded: Vec<Entry> = Vec::new();
         let mut upper = upper.into_iter().peekable();
@@ -203,6 +215,11 @@ impl LsmTree {
                 continue;
             }
             merged.push(entry);
+        }
+        if self.features.merge_accelerator {
+            self.cpu_pending = cpu_before;
+            let cost_ns = streamed_bytes * MERGE_ACCELERATOR_NS_PER_KIB / 1024;
+            t = space.accelerate(t, cost_ns);
         }
         t = self.charge(space, t);
         let pinned = self.levels[target].pinned;
