@@ -442,8 +442,16 @@ impl Timeline {
         if let Some(at) = self.background.done_at(id) {
             return at;
         }
-        let mut played = self.clone();
         let mut until = self.pump_limit(SimTime::MAX);
+        // Everything ready by `until` has been issued (every pump plays to the clock), so the
+        // copy books nothing earlier than `until` or than a queued job's ready time.
+        let from = self
+            .background
+            .lanes
+            .iter()
+            .flat_map(|lane| lane.jobs.iter().map(|job| job.ready_at))
+            .fold(until, SimTime::min);
+        let mut played = self.copy_after(from);
         let mut step: SimTime = 1_000_000;
         loop {
             played.pump(until);
