@@ -117,6 +117,10 @@ pub struct BenchReport {
     pub simulated: bool,
     /// Seed of every generator in the run.
     pub seed: u64,
+    /// How the simulated controller ran its work (`threads` or `interchangeable`), where the run
+    /// chose it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
     /// One entry per preset and workload, in run order.
     pub results: Vec<BenchResult>,
     /// What the run observed about the stores (tree shape after load, ...), one line each.
@@ -131,6 +135,7 @@ impl BenchReport {
             profile: profile.to_string(),
             simulated: true,
             seed,
+            controller: None,
             results: Vec::new(),
             notes: Vec::new(),
         }
@@ -358,9 +363,13 @@ impl BenchReport {
         );
         let _ = writeln!(
             page,
-            "<h1>kvssd bench</h1><p>profile <b>{}</b>, seed {}, {} figures.</p>",
+            "<h1>kvssd bench</h1><p>profile <b>{}</b>, seed {}{}, {} figures.</p>",
             escape(&self.profile),
             self.seed,
+            self.controller
+                .as_deref()
+                .map(|controller| format!(", controller model {}", escape(controller)))
+                .unwrap_or_default(),
             if self.simulated {
                 "simulated (virtual clock)"
             } else {
@@ -578,6 +587,7 @@ mod tests {
             profile: "test".into(),
             simulated: true,
             seed: 3,
+            controller: Some("threads".into()),
             notes: Vec::new(),
             results: vec![
                 result("pink", "a", 10.0),

@@ -123,11 +123,12 @@ pub(crate) struct GcArgs {
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
-    /// How the simulated controller runs its work: interchangeable (any core takes any work, and a
-    /// flush's cascade is booked when it is triggered) or threads (PinK's prototype: a request
-    /// thread, flush, compaction and GC as background jobs issued one operation per die at a time;
-    /// docs/design.md, "The controller: threads and background work").
-    #[arg(long, default_value = "interchangeable", value_parser = parse_controller)]
+    /// How the simulated controller runs its work: threads (PinK's prototype: a request thread,
+    /// flush, compaction and GC as background jobs issued one operation per die at a time;
+    /// docs/design.md, "The controller: threads and background work") or interchangeable (the
+    /// model of earlier releases: any core takes any work, and a flush's cascade is booked when
+    /// it is triggered).
+    #[arg(long, default_value = "threads", value_parser = parse_controller)]
     pub(crate) controller: kvssd_flash::ControllerModel,
     /// Override the number of keys loaded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
@@ -160,11 +161,12 @@ pub(crate) struct YcsbArgs {
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
-    /// How the simulated controller runs its work: interchangeable (any core takes any work, and a
-    /// flush's cascade is booked when it is triggered) or threads (PinK's prototype: a request
-    /// thread, flush, compaction and GC as background jobs issued one operation per die at a time;
-    /// docs/design.md, "The controller: threads and background work").
-    #[arg(long, default_value = "interchangeable", value_parser = parse_controller)]
+    /// How the simulated controller runs its work: threads (PinK's prototype: a request thread,
+    /// flush, compaction and GC as background jobs issued one operation per die at a time;
+    /// docs/design.md, "The controller: threads and background work") or interchangeable (the
+    /// model of earlier releases: any core takes any work, and a flush's cascade is booked when
+    /// it is triggered).
+    #[arg(long, default_value = "threads", value_parser = parse_controller)]
     pub(crate) controller: kvssd_flash::ControllerModel,
     /// Override the number of keys loaded.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]

@@ -21,7 +21,6 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
     if let Some(clients) = args.clients {
         profile.clients = clients;
     }
-    profile.flash.timing.controller = args.controller;
     let config = ycsb::YcsbConfig {
         presets: args.presets,
         workloads: args.workloads,
@@ -30,7 +29,7 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
     };
     let workload_names: Vec<&str> = config.workloads.iter().map(|spec| spec.name).collect();
     eprintln!(
-        "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, seed {} (simulated time)",
+        "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, controller {}, seed {} (simulated time)",
         config.profile.name,
         config.profile.flash.geometry,
         config.profile.l0_bytes >> 10,
@@ -42,13 +41,17 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         config.profile.clients,
         config.presets.join(","),
         workload_names.join(","),
+        controller_name(args.controller),
         config.seed
     );
     let started = std::time::Instant::now();
     let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
         ycsb::run(&config, threads, progress)
     }) {
-        Ok(report) => report,
+        Ok(mut report) => {
+            report.controller = Some(controller_name(args.controller).to_string());
+            report
+        }
         Err(code) => return code,
     };
     write_outputs(
@@ -57,6 +60,11 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         args.output.json.as_deref(),
         args.output.report.as_deref(),
     )
+}
+
+/// The controller model's name as `--controller` takes it.
+fn controller_name(controller: kvssd_flash::ControllerModel) -> &'static str {
+    kvssd_device::crash::controller_name(controller)
 }
 
 /// Runs a benchmark of several presets with a progress bar per preset; a failure is printed and
@@ -154,6 +162,8 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
     if let Some(records) = args.records {
         profile.records = records;
     }
+    let controller = args.controller;
+    profile.flash.timing.controller = controller;
     let overwrites = args
         .overwrites
         .unwrap_or((profile.records as f64 * gc::PINK_OVERWRITES_PER_KEY) as u64);
@@ -164,7 +174,7 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
         profile,
     };
     eprintln!(
-        "kvssd bench gc: profile {} [{}, L0 {} KiB, L1 {} entries], {} records, then {} uniformly random overwrites, presets {}, seed {} (simulated time)",
+        "kvssd bench gc: profile {} [{}, L0 {} KiB, L1 {} entries], {} records, then {} uniformly random overwrites, presets {}, controller {}, seed {} (simulated time)",
         config.profile.name,
         config.profile.flash.geometry,
         config.profile.l0_bytes >> 10,
@@ -172,13 +182,17 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
         config.profile.records,
         config.overwrites,
         config.presets.join(","),
+        controller_name(controller),
         config.seed
     );
     let started = std::time::Instant::now();
     let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
         gc::run(&config, threads, progress)
     }) {
-        Ok(report) => report,
+        Ok(mut report) => {
+            report.controller = Some(controller_name(controller).to_string());
+            report
+        }
         Err(code) => return code,
     };
     for result in &report.results {
