@@ -42,6 +42,7 @@ pub fn overwrite_workload() -> WorkloadSpec {
         scan: 0.0,
         read_modify_write: 0.0,
         distribution: Distribution::Uniform,
+        scan_length_max: crate::workload::SCAN_LENGTH_MAX,
     }
 }
 

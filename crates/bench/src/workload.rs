@@ -38,7 +38,7 @@ pub const ZIPFIAN_CONSTANT: f64 = 0.99;
 const SCRAMBLED_ITEM_COUNT: u64 = 10_000_000_000;
 /// YCSB's precomputed zeta(10^10, 0.99) for the scrambled generator.
 const SCRAMBLED_ZETAN: f64 = 26.469_028_201_783_02;
-/// Longest scan of workload E.
+/// Longest scan of workload E by default (YCSB's `maxscanlength`).
 pub const SCAN_LENGTH_MAX: u32 = 100;
 /// Smallest key size the key format fits in: "user" and at least 8 of its digits.
 pub const KEY_BYTES_MIN: usize = 12;
@@ -71,6 +71,8 @@ pub struct WorkloadSpec {
     pub read_modify_write: f64,
     /// Key choice for reads, updates, scans and read-modify-writes.
     pub distribution: Distribution,
+    /// Scans are 1 to this many records long, uniformly (YCSB's `maxscanlength`).
+    pub scan_length_max: u32,
 }
 
 impl WorkloadSpec {
@@ -88,6 +90,7 @@ impl WorkloadSpec {
                 scan,
                 read_modify_write,
                 distribution,
+                scan_length_max: SCAN_LENGTH_MAX,
             };
         use Distribution::*;
         Some(match name {
@@ -288,8 +291,9 @@ impl Generator {
         }
         threshold += spec.scan;
         if draw < threshold {
+            let longest = u64::from(spec.scan_length_max.max(1));
             let start = self.existing_key();
-            let length = 1 + (self.rng.next_u64() % u64::from(SCAN_LENGTH_MAX)) as u32;
+            let length = 1 + (self.rng.next_u64() % longest) as u32;
             return Request::Scan { start, length };
         }
         threshold += spec.read_modify_write;

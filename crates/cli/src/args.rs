@@ -174,6 +174,10 @@ pub(crate) struct YcsbArgs {
     /// Override the requests per workload.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) ops: Option<u64>,
+    /// Longest scan of workload E: scans are 1 to this many records, uniformly (YCSB's
+    /// maxscanlength).
+    #[arg(long, default_value_t = kvssd_bench::workload::SCAN_LENGTH_MAX, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) scan_length_max: u32,
     /// Override the number of closed-loop clients (64 by default, PinK's queue depth).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub(crate) clients: Option<u32>,

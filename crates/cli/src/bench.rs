@@ -21,15 +21,19 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
     if let Some(clients) = args.clients {
         profile.clients = clients;
     }
+    let mut workloads = args.workloads;
+    for spec in &mut workloads {
+        spec.scan_length_max = args.scan_length_max;
+    }
     let config = ycsb::YcsbConfig {
         presets: args.presets,
-        workloads: args.workloads,
+        workloads,
         seed: args.seed,
         profile,
     };
     let workload_names: Vec<&str> = config.workloads.iter().map(|spec| spec.name).collect();
     eprintln!(
-        "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, controller {}, seed {} (simulated time)",
+        "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, scans up to {} records, controller {}, seed {} (simulated time)",
         config.profile.name,
         config.profile.flash.geometry,
         config.profile.l0_bytes >> 10,
@@ -41,6 +45,7 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         config.profile.clients,
         config.presets.join(","),
         workload_names.join(","),
+        args.scan_length_max,
         controller_name(args.controller),
         config.seed
     );
