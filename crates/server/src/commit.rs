@@ -1,0 +1,143 @@
+//! When a write may be answered: the server's sync policies, and group commit across
+//! connections.
+//!
+//! Under [`SyncMode::Group`] the device runs its log with [`SyncPolicy::None`] (records gather in
+//! the log page) and the server decides when to sync. A connection that applied writes takes a
+//! ticket (after the writes returned, so their records are in the log) and waits until a sync
+//! that started after its ticket was issued has finished. The first waiter finding no sync under
+//! way becomes the leader: it notes the newest ticket, syncs the device's log (one page program
+//! and one `fdatasync` for every record logged so far), and wakes everyone that ticket covers.
+//! Writes that arrive while a sync runs gather for the next one, so under load many clients'
+//! writes share each sync, while a lone client waits for exactly one.
+
+use std::sync::{Condvar, Mutex};
+
+use kvssd_device::{Device, DeviceError, SyncPolicy};
+
+/// When a write is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Every write command syncs the log before it returns (the device's own per-command sync).
+    Every,
+    /// Writes are answered once a sync shared across connections has made them durable.
+    Group,
+    /// Writes are answered at once; the log is programmed when its page fills (and at shutdown).
+    None,
+}
+
+impl SyncMode {
+    /// Names on the command line.
+    pub const NAMES: [&'static str; 3] = ["every", "group", "none"];
+
+    /// The mode named `name`.
+    pub fn by_name(name: &str) -> Option<SyncMode> {
+        match name {
+            "every" => Some(SyncMode::Every),
+            "group" => Some(SyncMode::Group),
+            "none" => Some(SyncMode::None),
+            _ => None,
+        }
+    }
+
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMode::Every => "every",
+            SyncMode::Group => "group",
+            SyncMode::None => "none",
+        }
+    }
+
+    /// The policy the device's log runs under for this mode.
+    pub fn device_policy(self) -> SyncPolicy {
+        match self {
+            SyncMode::Every => SyncPolicy::EveryCommand,
+            SyncMode::Group | SyncMode::None => SyncPolicy::None,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    /// Tickets issued (the newest one).
+    issued: u64,
+    /// Every ticket up to this one is durable.
+    durable: u64,
+    /// A leader is syncing.
+    syncing: bool,
+    /// Syncs done (each covers one group).
+    syncs: u64,
+    /// The last sync failed: nothing newer can be answered as durable.
+    failed: Option<String>,
+}
+
+/// Group commit across connections.
+pub struct GroupCommit {
+    mode: SyncMode,
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+impl GroupCommit {
+    /// Group commit for a mode (a pass-through for `every` and `none`).
+    pub fn new(mode: SyncMode) -> GroupCommit {
+        GroupCommit {
+            mode,
+            state: Mutex::new(State::default()),
+            done: Condvar::new(),
+        }
+    }
+
+    /// Syncs done so far (group mode; zero otherwise).
+    pub fn syncs(&self) -> u64 {
+        self.state.lock().map_or(0, |state| state.syncs)
+    }
+
+    /// Returns once every write this connection applied before the call is durable (at once
+    /// unless the mode is `group`). An error means they may not be: the caller must not answer
+    /// them as done.
+    pub fn wait_durable(&self, device: &Device) -> Result<(), String> {
+        if self.mode != SyncMode::Group {
+            return Ok(());
+        }
+        let mut state = self.state.lock().map_err(|_| poisoned())?;
+        state.issued += 1;
+        let ticket = state.issued;
+        loop {
+            if let Some(failed) = &state.failed {
+                return Err(failed.clone());
+            }
+            if state.durable >= ticket {
+                return Ok(());
+            }
+            if state.syncing {
+                state = self.done.wait(state).map_err(|_| poisoned())?;
+                continue;
+            }
+            // Lead a sync covering every ticket issued so far: their writes returned before
+            // their tickets were taken, so their records are in the log.
+            state.syncing = true;
+            let covers = state.issued;
+            drop(state);
+            let synced = device.sync(0);
+            state = self.state.lock().map_err(|_| poisoned())?;
+            state.syncing = false;
+            match synced {
+                Ok(_) => {
+                    state.durable = state.durable.max(covers);
+                    state.syncs += 1;
+                }
+                Err(error) => state.failed = Some(sync_failure(&error)),
+            }
+            self.done.notify_all();
+        }
+    }
+}
+
+fn poisoned() -> String {
+    "a thread panicked while syncing the log".to_string()
+}
+
+fn sync_failure(error: &DeviceError) -> String {
+    format!("the log could not be synced ({error}); no later write is acknowledged")
+}
