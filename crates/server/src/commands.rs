@@ -855,6 +855,8 @@ fn count_keys(shared: &Shared, namespace: NamespaceId) -> Result<u64, String> {
 const SCAN_COUNT_MAX: usize = 10_000;
 /// Bytes of keys asked of the iterator per key a SCAN still wants.
 const SCAN_BYTES_PER_KEY: usize = 32;
+/// Most bytes of keys asked of the iterator at once.
+const SCAN_BATCH_BYTES_MAX: usize = 256 << 10;
 
 fn scan(shared: &Shared, namespace: NamespaceId, args: &[Vec<u8>], reply: &mut Reply<'_>) {
     let Some(cursor) = std::str::from_utf8(&args[0])
@@ -938,35 +940,37 @@ fn scan(shared: &Shared, namespace: NamespaceId, args: &[Vec<u8>], reply: &mut R
             }
         }
     };
+    // Exactly COUNT keys are walked (fewer at the end); what the iterator returned beyond them
+    // waits in the cursor for the next SCAN.
+    let mut open = open;
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let mut walked = 0usize;
-    let mut end = false;
     while walked < count {
-        match shared
-            .device
-            .iter_next(0, open.iterator, (count - walked) * SCAN_BYTES_PER_KEY)
-        {
-            Ok((batch, _)) => {
-                walked += batch.entries.len();
-                keys.extend(
-                    batch
-                        .entries
-                        .into_iter()
-                        .map(|entry| entry.key)
-                        .filter(|key| strings_only && glob::matches(&pattern, key)),
-                );
-                if batch.end {
-                    end = true;
-                    break;
+        let Some(key) = open.buffered.pop_front() else {
+            if open.end {
+                break;
+            }
+            let budget = ((count - walked) * SCAN_BYTES_PER_KEY).min(SCAN_BATCH_BYTES_MAX);
+            match shared.device.iter_next(0, open.iterator, budget) {
+                Ok((batch, _)) => {
+                    open.end = batch.end;
+                    open.buffered
+                        .extend(batch.entries.into_iter().map(|entry| entry.key));
+                }
+                Err(error) => {
+                    let _ = shared.device.iter_close(open.iterator);
+                    reply.error(&device_error(&error));
+                    return;
                 }
             }
-            Err(error) => {
-                let _ = shared.device.iter_close(open.iterator);
-                reply.error(&device_error(&error));
-                return;
-            }
+            continue;
+        };
+        walked += 1;
+        if strings_only && glob::matches(&pattern, &key) {
+            keys.push(key);
         }
     }
+    let end = open.end && open.buffered.is_empty();
     reply.array(2);
     if end {
         let _ = shared.device.iter_close(open.iterator);

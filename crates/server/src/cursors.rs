@@ -5,19 +5,24 @@
 //! for longer than the expiry is closed by the next SCAN or by the server's periodic sweep. A
 //! closed cursor's next SCAN is answered with an error telling the client to start again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kvssd_device::{Device, IteratorId, NamespaceId};
 
 /// One open scan.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct Cursor {
     /// The device iterator.
     pub iterator: IteratorId,
     /// The namespace it reads.
     pub namespace: NamespaceId,
+    /// Keys the iterator returned beyond what the last SCAN's COUNT took (at most one
+    /// iterator batch).
+    pub buffered: VecDeque<Vec<u8>>,
+    /// The iterator has returned its last key.
+    pub end: bool,
     last_used: Instant,
 }
 
@@ -86,6 +91,8 @@ impl Cursors {
             Cursor {
                 iterator,
                 namespace,
+                buffered: VecDeque::new(),
+                end: false,
                 last_used: Instant::now(),
             },
         );
