@@ -32,23 +32,15 @@ impl Session {
     }
 }
 
-/// What the connection must do after a command.
+/// What the connection must do after a command. (Whether a reply waits for a sync is not the
+/// command's to say: the connection waits for whatever its replies could depend on.)
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct Outcome {
-    /// The command changed the device: its reply waits until the write is durable.
-    pub(crate) wrote: bool,
     /// Close the connection after sending the replies.
     pub(crate) close: bool,
 }
 
-const WROTE: Outcome = Outcome {
-    wrote: true,
-    close: false,
-};
-const DONE: Outcome = Outcome {
-    wrote: false,
-    close: false,
-};
+const DONE: Outcome = Outcome { close: false };
 
 /// One command: name, arity (as Redis counts it: the name included; negative is a minimum),
 /// flags, first key, last key and key step (for COMMAND's answers).
@@ -212,10 +204,7 @@ pub(crate) fn execute(
         }
         "quit" => {
             reply.ok();
-            Outcome {
-                wrote: false,
-                close: true,
-            }
+            Outcome { close: true }
         }
         "select" => {
             match parse_i64(&args[0]) {
@@ -273,7 +262,7 @@ pub(crate) fn execute(
             match stored {
                 Ok(_) => {
                     reply.integer(1);
-                    WROTE
+                    DONE
                 }
                 Err(DeviceError::KeyExists) => {
                     reply.integer(0);
@@ -606,7 +595,7 @@ fn set(
     match shared.device.store(0, namespace, &args[0], &args[1], mode) {
         Ok(_) => {
             reply.ok();
-            WROTE
+            DONE
         }
         // NX on a present key, XX on an absent one: nothing stored, the null reply.
         Err(DeviceError::KeyExists | DeviceError::KeyMissing) => {
@@ -753,7 +742,7 @@ fn delete(
     match shared.device.batch(0, &operations) {
         Ok(_) => {
             reply.integer(operations.len() as i64);
-            WROTE
+            DONE
         }
         Err(error) => {
             reply.error(&device_error(&error));
@@ -809,7 +798,7 @@ fn mset(
             } else {
                 reply.ok();
             }
-            WROTE
+            DONE
         }
         Err(DeviceError::KeyExists) if insert_only => {
             reply.integer(0);

@@ -1,14 +1,18 @@
-//! When a write may be answered: the server's sync policies, and group commit across
-//! connections.
+//! When a reply may be sent: the server's sync policies, and group commit across connections.
 //!
 //! Under [`SyncMode::Group`] the device runs its log with [`SyncPolicy::None`] (records gather in
-//! the log page) and the server decides when to sync. A connection that applied writes takes a
-//! ticket (after the writes returned, so their records are in the log) and waits until a sync
-//! that started after its ticket was issued has finished. The first waiter finding no sync under
-//! way becomes the leader: it notes the newest ticket, syncs the device's log (one page program
-//! and one `fdatasync` for every record logged so far), and wakes everyone that ticket covers.
-//! Writes that arrive while a sync runs gather for the next one, so under load many clients'
-//! writes share each sync, while a lone client waits for exactly one.
+//! the log page) and the server decides when to sync. Before a connection sends replies it notes
+//! the newest log record written ([`Device::logged_sequence`]): every write it applied, and every
+//! write any of its reads could have seen, is at most that record, because a write is logged
+//! before it is applied. It then waits until that record is durable. The first waiter finding no
+//! sync under way becomes the leader: it syncs the device's log (one page program and one
+//! `fdatasync` for every record logged so far) and wakes everyone the sync covered. Writes that
+//! arrive while a sync runs gather for the next one, so under load many clients' writes share each
+//! sync, while a lone client waits for exactly one.
+//!
+//! Reads wait too (only while a write they may have seen is not yet durable), as Redis under
+//! `appendfsync always` holds every reply until its fsync: no reply shows a value a crash can
+//! still take back.
 
 use std::sync::{Condvar, Mutex};
 
@@ -59,15 +63,13 @@ impl SyncMode {
 
 #[derive(Default)]
 struct State {
-    /// Tickets issued (the newest one).
-    issued: u64,
-    /// Every ticket up to this one is durable.
-    durable: u64,
+    /// Every log record up to this one is durable (as far as this server's syncs know).
+    durable: Option<u64>,
     /// A leader is syncing.
     syncing: bool,
     /// Syncs done (each covers one group).
     syncs: u64,
-    /// The last sync failed: nothing newer can be answered as durable.
+    /// A sync failed: nothing newer can be answered as durable.
     failed: Option<String>,
 }
 
@@ -93,38 +95,40 @@ impl GroupCommit {
         self.state.lock().map_or(0, |state| state.syncs)
     }
 
-    /// Returns once every write this connection applied before the call is durable (at once
-    /// unless the mode is `group`). An error means they may not be: the caller must not answer
-    /// them as done.
+    /// Returns once every write this connection applied or could have read before the call is
+    /// durable (at once unless the mode is `group`). An error means they may not be: the caller
+    /// must not send the replies.
     pub fn wait_durable(&self, device: &Device) -> Result<(), String> {
         if self.mode != SyncMode::Group {
             return Ok(());
         }
+        let Some(needed) = device
+            .logged_sequence()
+            .map_err(|error| sync_failure(&error))?
+        else {
+            return Ok(());
+        };
         let mut state = self.state.lock().map_err(|_| poisoned())?;
-        state.issued += 1;
-        let ticket = state.issued;
         loop {
             if let Some(failed) = &state.failed {
                 return Err(failed.clone());
             }
-            if state.durable >= ticket {
+            if state.durable.is_some_and(|durable| durable >= needed) {
                 return Ok(());
             }
             if state.syncing {
                 state = self.done.wait(state).map_err(|_| poisoned())?;
                 continue;
             }
-            // Lead a sync covering every ticket issued so far: their writes returned before
-            // their tickets were taken, so their records are in the log.
+            // Lead a sync: it makes every record logged so far durable, ours among them.
             state.syncing = true;
-            let covers = state.issued;
             drop(state);
-            let synced = device.sync(0);
+            let synced = device.sync(0).and_then(|_| device.durable_sequence());
             state = self.state.lock().map_err(|_| poisoned())?;
             state.syncing = false;
             match synced {
-                Ok(_) => {
-                    state.durable = state.durable.max(covers);
+                Ok(durable) => {
+                    state.durable = state.durable.max(durable);
                     state.syncs += 1;
                 }
                 Err(error) => state.failed = Some(sync_failure(&error)),
@@ -139,5 +143,5 @@ fn poisoned() -> String {
 }
 
 fn sync_failure(error: &DeviceError) -> String {
-    format!("the log could not be synced ({error}); no later write is acknowledged")
+    format!("the log could not be synced ({error}); no later reply is sent")
 }

@@ -37,27 +37,24 @@ pub(crate) fn refuse(mut stream: TcpStream, message: &str) {
     let _ = stream.shutdown(Shutdown::Both);
 }
 
-/// Replies waiting to be sent, and whether writes among them still need a sync.
+/// Replies waiting to be sent.
 struct Output {
     bytes: Vec<u8>,
-    writes_pending: bool,
 }
 
 impl Output {
-    /// Makes pending writes durable, then sends everything. `Err` closes the connection (without
-    /// sending replies of writes whose durability failed).
+    /// Makes what the replies depend on durable, then sends them. `Err` closes the connection
+    /// (without sending replies whose durability failed).
     fn send(&mut self, shared: &Shared, stream: &mut TcpStream) -> Result<(), ()> {
-        if self.writes_pending {
-            if let Err(message) = shared.commit.wait_durable(&shared.device) {
-                eprintln!("kvssd serve: {message}");
-                return Err(());
-            }
-            self.writes_pending = false;
+        if self.bytes.is_empty() {
+            return Ok(());
         }
-        if !self.bytes.is_empty() {
-            stream.write_all(&self.bytes).map_err(drop)?;
-            self.bytes.clear();
+        if let Err(message) = shared.commit.wait_durable(&shared.device) {
+            eprintln!("kvssd serve: {message}");
+            return Err(());
         }
+        stream.write_all(&self.bytes).map_err(drop)?;
+        self.bytes.clear();
         Ok(())
     }
 }
@@ -86,7 +83,6 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream) {
     let mut chunk = vec![0u8; READ_CHUNK_BYTES];
     let mut output = Output {
         bytes: Vec::with_capacity(16 << 10),
-        writes_pending: false,
     };
     let mut last_heard = Instant::now();
     loop {
@@ -102,7 +98,6 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream) {
                     shared.commands_total.fetch_add(1, Ordering::Relaxed);
                     let outcome =
                         commands::execute(shared, &mut session, &request, &mut output.bytes);
-                    output.writes_pending |= outcome.wrote;
                     if outcome.close {
                         let _ = output.send(shared, &mut stream);
                         let _ = stream.shutdown(Shutdown::Both);
