@@ -145,3 +145,85 @@ fn poisoned() -> String {
 fn sync_failure(error: &DeviceError) -> String {
     format!("the log could not be synced ({error}); no later reply is sent")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kvssd_device::{DeviceConfig, Durability, NamespaceSpec, PresetKind, StoreMode};
+    use kvssd_flash::{Flash, Profile};
+    use std::sync::Arc;
+
+    fn device() -> (Device, kvssd_device::NamespaceId) {
+        let profile = Profile::test_min();
+        let flash = Flash::new(profile.geometry, None).expect("flash");
+        let mut config = DeviceConfig::test_min();
+        config.durability = Durability::WriteAheadLog(SyncMode::Group.device_policy());
+        let device = Device::open(flash, config).expect("device");
+        let namespace = device
+            .create_namespace(NamespaceSpec::new(
+                "pink".parse::<PresetKind>().expect("pink"),
+            ))
+            .expect("namespace");
+        (device, namespace)
+    }
+
+    #[test]
+    fn commit_group_makes_every_waiter_durable_and_shares_syncs() {
+        let (device, namespace) = device();
+        let shared = Arc::new((device, GroupCommit::new(SyncMode::Group)));
+        let writers_count = 8u64;
+        let writes_each = 40u64;
+        let writers: Vec<_> = (0..writers_count)
+            .map(|writer| {
+                let shared = Arc::clone(&shared);
+                std::thread::spawn(move || {
+                    let (device, commit) = &*shared;
+                    for index in 0..writes_each {
+                        let key = format!("w{writer}:{index}");
+                        device
+                            .store(0, namespace, key.as_bytes(), b"v", StoreMode::Upsert)
+                            .expect("store");
+                        let logged = device.logged_sequence().expect("logged");
+                        commit.wait_durable(device).expect("durable");
+                        // Pair assertion: what the wait promised, the device confirms.
+                        let durable = device.durable_sequence().expect("durable");
+                        assert!(logged.is_some() && durable >= logged);
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().expect("writer");
+        }
+        let (device, commit) = &*shared;
+        let syncs = commit.syncs();
+        assert!(syncs >= 1);
+        assert!(
+            syncs <= writers_count * writes_each,
+            "{syncs} syncs for {} writes",
+            writers_count * writes_each
+        );
+        // Nothing is left to sync: the last waiter's sync covered every record.
+        assert_eq!(
+            device.durable_sequence().expect("durable"),
+            device.logged_sequence().expect("logged")
+        );
+    }
+
+    #[test]
+    fn commit_every_and_none_never_wait() {
+        let (device, namespace) = device();
+        device
+            .store(0, namespace, b"k", b"v", StoreMode::Upsert)
+            .expect("store");
+        for mode in [SyncMode::Every, SyncMode::None] {
+            let commit = GroupCommit::new(mode);
+            commit.wait_durable(&device).expect("no wait");
+            assert_eq!(commit.syncs(), 0);
+        }
+        assert_eq!(SyncMode::by_name("group"), Some(SyncMode::Group));
+        assert!(SyncMode::NAMES
+            .iter()
+            .all(|name| SyncMode::by_name(name).map(SyncMode::name) == Some(*name)));
+    }
+}

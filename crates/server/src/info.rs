@@ -197,6 +197,7 @@ pub(crate) fn parameters(shared: &Shared) -> Vec<(String, String)> {
     let config = &shared.config;
     let simulated = matches!(config.source, Source::Simulated { .. });
     let appendfsync = match config.sync {
+        _ if simulated => "no",
         SyncMode::Every | SyncMode::Group => "always",
         SyncMode::None => "no",
     };

@@ -351,6 +351,13 @@ fn close(shared: Arc<Shared>) -> Result<(), ServerError> {
         .sync(0)
         .and_then(|_| shared.device.close(0))
         .map_err(|error| ServerError::Run(format!("{described}: closing: {error}")))?;
-    eprintln!("kvssd serve: shut down cleanly ({described} checkpointed)");
+    match shared.config.source {
+        Source::Image { .. } => {
+            eprintln!("kvssd serve: shut down cleanly ({described} checkpointed)");
+        }
+        Source::Simulated { .. } => {
+            eprintln!("kvssd serve: shut down cleanly (the simulated device's contents are gone)");
+        }
+    }
     Ok(())
 }
