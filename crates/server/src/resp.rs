@@ -239,6 +239,26 @@ fn split_inline(line: &[u8]) -> Result<Request, ProtocolError> {
     Ok(words)
 }
 
+/// Parses `data` under small limits as a fuzz target does, and checks what comes back lies within
+/// them (panics if not). Not part of the API.
+#[doc(hidden)]
+pub fn fuzz_input(data: &[u8]) {
+    let limits = Limits {
+        arguments_max: 16,
+        bulk_bytes_max: 256,
+        inline_bytes_max: 512,
+    };
+    let mut at = 0;
+    while let Ok(Some((request, consumed))) = parse(&data[at..], &limits) {
+        assert!(consumed > 0 && consumed <= data.len() - at);
+        assert!(request.len() <= limits.arguments_max);
+        assert!(request
+            .iter()
+            .all(|word| word.len() <= limits.inline_bytes_max));
+        at += consumed;
+    }
+}
+
 /// Replies, appended to a connection's output buffer.
 pub struct Reply<'a>(pub &'a mut Vec<u8>);
 
@@ -413,6 +433,12 @@ mod tests {
                 prop_assert!(request.len() <= LIMITS.arguments_max);
                 prop_assert!(request.iter().all(|word| word.len() <= LIMITS.inline_bytes_max));
             }
+        }
+
+        // The fuzz target's entry point, on what it will be given.
+        #[test]
+        fn resp_fuzz_entry_point_holds_its_checks(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+            fuzz_input(&bytes);
         }
 
         // A valid request round-trips, whole and split anywhere.
