@@ -818,8 +818,8 @@ fn rss_kib(pid: u32) -> Option<u64> {
 
 /// Sends `frames` malformed or truncated frames, each on its own connection, from `senders`
 /// threads at once, while another client is served throughout; samples the server's RSS.
-/// Returns (RSS before, peak RSS during, requests the other client made).
-fn bad_frames(frames: u64, senders: u64) -> (u64, u64, u64) {
+/// Returns (RSS before, peak RSS during, requests the other client made, its slowest one).
+fn bad_frames(frames: u64, senders: u64) -> (u64, u64, u64, Duration) {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = Server::image(&dir.path().join("image"), &[]);
     let pid = server.child.id();
@@ -847,15 +847,18 @@ fn bad_frames(frames: u64, senders: u64) -> (u64, u64, u64) {
                 .and_then(|client| client.get_connection())
                 .expect("connects");
             let mut served = 0u64;
+            let mut slowest = Duration::ZERO;
             while !stop.load(Ordering::SeqCst) {
+                let started = Instant::now();
                 let _: () = redis::cmd("SET")
                     .arg("watch")
                     .arg(served)
                     .query(&mut conn)
                     .expect("the other client is served");
+                slowest = slowest.max(started.elapsed());
                 served += 1;
             }
-            served
+            (served, slowest)
         })
     };
     let seed = seed();
@@ -898,18 +901,22 @@ fn bad_frames(frames: u64, senders: u64) -> (u64, u64, u64) {
     std::thread::sleep(Duration::from_millis(300));
     stop.store(true, Ordering::SeqCst);
     sampler.join().expect("sampler");
-    let served = watcher
+    let (served, slowest) = watcher
         .join()
         .expect("the other client was served throughout");
     ping(&server);
     let peak = *peak.lock().expect("peak");
-    (before, peak, served)
+    (before, peak, served, slowest)
 }
 
 #[test]
 fn serve_bad_frames_keep_memory_bounded() {
-    let (before, peak, served) = bad_frames(400, 4);
-    eprintln!("400 bad frames: RSS {before} KiB before, peak {peak} KiB; other client served {served} requests");
+    let (before, peak, served, slowest) = bad_frames(400, 4);
+    eprintln!("400 bad frames: RSS {before} KiB before, peak {peak} KiB; other client served {served} requests, the slowest in {slowest:?}");
+    assert!(
+        slowest < Duration::from_secs(5),
+        "the other client waited {slowest:?}"
+    );
     assert!(
         peak <= before + (64 << 10),
         "peak RSS {peak} KiB, {before} KiB before"
@@ -921,8 +928,12 @@ fn serve_bad_frames_keep_memory_bounded() {
 #[test]
 #[ignore = "about half a minute; run with --ignored"]
 fn serve_ten_thousand_bad_frames() {
-    let (before, peak, served) = bad_frames(10_000, 4);
-    eprintln!("10000 bad frames: RSS {before} KiB before, peak {peak} KiB; other client served {served} requests");
+    let (before, peak, served, slowest) = bad_frames(10_000, 4);
+    eprintln!("10000 bad frames: RSS {before} KiB before, peak {peak} KiB; other client served {served} requests, the slowest in {slowest:?}");
+    assert!(
+        slowest < Duration::from_secs(5),
+        "the other client waited {slowest:?}"
+    );
     assert!(
         peak <= before + (64 << 10),
         "peak RSS {peak} KiB, {before} KiB before"
