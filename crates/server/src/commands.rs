@@ -12,6 +12,7 @@ use crate::glob;
 use crate::info;
 use crate::resp::Reply;
 use crate::server::Shared;
+use crate::REPLY_BYTES_MAX;
 
 /// What a connection keeps between its requests.
 pub(crate) struct Session {
@@ -288,10 +289,7 @@ pub(crate) fn execute(
             DONE
         }
         "mget" => {
-            reply.array(args.len());
-            for key in args {
-                get(shared, namespace, key, &mut reply);
-            }
+            mget(shared, namespace, args, &mut reply);
             DONE
         }
         "mset" | "msetnx" => mset(shared, namespace, args, spec.name == "msetnx", &mut reply),
@@ -548,6 +546,23 @@ fn get(shared: &Shared, namespace: NamespaceId, key: &[u8], reply: &mut Reply<'_
         Ok((None, _)) => reply.null(),
         Err(error) => reply.error(&device_error(&error)),
     }
+}
+
+/// MGET: `retrieve` per key. The reply is built whole before it is sent, so it is bounded: a
+/// client naming one large value a thousand times gets an error, not gigabytes of server memory.
+fn mget(shared: &Shared, namespace: NamespaceId, keys: &[Vec<u8>], reply: &mut Reply<'_>) {
+    let mut body = Vec::new();
+    for key in keys {
+        get(shared, namespace, key, &mut Reply(&mut body));
+        if body.len() > REPLY_BYTES_MAX {
+            reply.error(&format!(
+                "ERR the MGET reply would exceed {REPLY_BYTES_MAX} bytes: ask for fewer keys"
+            ));
+            return;
+        }
+    }
+    reply.array(keys.len());
+    reply.0.extend_from_slice(&body);
 }
 
 fn present(shared: &Shared, namespace: NamespaceId, key: &[u8]) -> Result<bool, String> {

@@ -34,6 +34,9 @@ pub const CLIENTS_MAX_DEFAULT: usize = 256;
 pub const SCAN_CURSORS_MAX: usize = 64;
 /// Seconds a SCAN cursor may stay unused before its snapshot is released.
 pub const SCAN_CURSOR_IDLE_SECS: u64 = 30;
+/// Longest reply of one command, in bytes (MGET is the only command that could pass it: 8 values
+/// of the device's largest size fit).
+pub const REPLY_BYTES_MAX: usize = 8 * kvssd_device::VALUE_BYTES_MAX + (64 << 10);
 /// Replies buffered before they are sent mid-pipeline, in bytes.
 pub const REPLY_FLUSH_BYTES: usize = 64 << 10;
 
