@@ -940,3 +940,23 @@ fn serve_ten_thousand_bad_frames() {
     );
     assert!(served > 0);
 }
+
+/// `--timeout`: a client silent for that long is closed; one that keeps talking is not.
+#[test]
+fn serve_closes_silent_clients_after_the_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::image(&dir.path().join("image"), &["--timeout", "1"]);
+    let mut silent = server.socket();
+    let mut talking = server.socket();
+    for _ in 0..6 {
+        talking.write_all(b"PING\r\n").expect("send");
+        assert_eq!(read_reply(&mut talking, 7), b"+PONG\r\n");
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        silent.read(&mut byte).ok(),
+        Some(0),
+        "the silent client was closed"
+    );
+}

@@ -7,8 +7,9 @@
 //! connection's memory is its request buffer (at most [`crate::Config::client_buffer_bytes`]),
 //! the request being run and its replies (sent whenever they pass [`crate::REPLY_FLUSH_BYTES`]).
 //! A request that cannot fit the buffer, or a framing error, is answered with an error and the
-//! connection is closed; a silent client is closed after the idle timeout, if one is set; a
-//! client that stops reading its replies is closed when a send has waited [`WRITE_TIMEOUT`].
+//! connection is closed; a silent client is closed after the idle timeout, if one is set, and
+//! one that stops in the middle of a request after [`PARTIAL_REQUEST_TIMEOUT`]; a client that
+//! stops reading its replies is closed when a send has waited [`WRITE_TIMEOUT`].
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -22,6 +23,8 @@ use crate::{ARGUMENTS_MAX, INLINE_BYTES_MAX, REPLY_FLUSH_BYTES};
 
 /// How long a read waits before the thread looks at the shutdown flag again.
 const READ_POLL: Duration = Duration::from_millis(100);
+/// How long a client may leave a request half-sent before the connection is closed.
+pub const PARTIAL_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a send may wait for a client to read.
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Buffer capacity a connection keeps between requests.
@@ -152,10 +155,16 @@ pub(crate) fn serve(shared: &Shared, mut stream: TcpStream) {
                 last_heard = Instant::now();
             }
             Err(error) if matches!(error.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
-                if shared
-                    .config
-                    .idle_timeout
-                    .is_some_and(|idle| last_heard.elapsed() >= idle)
+                let silent = last_heard.elapsed();
+                // A client silent between requests may stay (unless --timeout says otherwise);
+                // one silent in the middle of a request holds buffer and a connection slot for
+                // nothing, and is closed.
+                let stalled = !input.is_empty() && silent >= PARTIAL_REQUEST_TIMEOUT;
+                if stalled
+                    || shared
+                        .config
+                        .idle_timeout
+                        .is_some_and(|idle| silent >= idle)
                 {
                     let _ = stream.shutdown(Shutdown::Both);
                     return;
