@@ -338,7 +338,6 @@ pub(crate) struct FiguresArgs {
 #[derive(Debug, Args)]
 pub(crate) struct ServeArgs {
     /// Image file (formatted first, with --profile, if it does not exist); omit with --simulated.
-    #[arg(required_unless_present = "simulated")]
     pub(crate) path: Option<std::path::PathBuf>,
     /// Serve a simulated device in memory instead of an image (loses everything at exit).
     #[arg(long, conflicts_with = "path")]

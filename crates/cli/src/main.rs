@@ -115,6 +115,10 @@ fn run_serve(args: ServeArgs) -> ExitCode {
             profile: args.profile,
             blocks_per_die: args.blocks_per_die,
         },
+        None if !args.simulated => {
+            eprintln!("kvssd: serve needs an image PATH, or --simulated (see kvssd serve --help)");
+            return ExitCode::from(2);
+        }
         None => kvssd_server::Source::Simulated {
             profile: args.profile.unwrap_or_else(kvssd_flash::Profile::pink),
             blocks_per_die: args.blocks_per_die,

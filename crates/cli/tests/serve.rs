@@ -960,3 +960,32 @@ fn serve_closes_silent_clients_after_the_timeout() {
         "the silent client was closed"
     );
 }
+
+/// A hash namespace keeps no key order: SCAN and DBSIZE answer the device's error, point
+/// commands work.
+#[test]
+fn serve_hash_namespaces_refuse_scan_with_the_devices_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::image(&dir.path().join("image"), &["--preset", "kaml"]);
+    let mut conn = server.connection();
+    let _: () = redis::cmd("SET")
+        .arg("k")
+        .arg("v")
+        .query(&mut conn)
+        .expect("SET");
+    let value: String = redis::cmd("GET").arg("k").query(&mut conn).expect("GET");
+    assert_eq!(value, "v");
+    for command in ["SCAN", "DBSIZE"] {
+        let mut cmd = redis::cmd(command);
+        if command == "SCAN" {
+            cmd.arg(0);
+        }
+        let error = cmd
+            .query::<redis::Value>(&mut conn)
+            .expect_err("no key order");
+        assert!(
+            error.to_string().contains("do not support iterators"),
+            "{command}: {error}"
+        );
+    }
+}
