@@ -380,18 +380,29 @@ fn serve_requires_a_password_beyond_loopback_and_checks_it() {
     let wrong = redis::Client::open(format!("redis://:nope@127.0.0.1:{}/", server.port))
         .and_then(|client| client.get_connection());
     assert!(wrong.is_err());
-    let mut conn = redis::Client::open(format!("redis://:s3cret@127.0.0.1:{}/", server.port))
-        .and_then(|client| client.get_connection())
-        .expect("the right password is accepted");
+    // The refused connection's slot frees once the server has seen it close: retry until then.
+    let url = format!("redis://:s3cret@127.0.0.1:{}/", server.port);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut conn = loop {
+        match redis::Client::open(url.as_str()).and_then(|client| client.get_connection()) {
+            Ok(conn) => break conn,
+            Err(error) if Instant::now() < deadline => {
+                eprintln!("retrying: {error}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(error) => panic!("the right password is refused: {error}"),
+        }
+    };
     let _: () = redis::cmd("SET")
         .arg("k")
         .arg("v")
         .query(&mut conn)
         .expect("SET");
-    // Two clients are connected (raw and conn): a third is refused with an error (once the
-    // server has seen the refused password's connection close).
-    std::thread::sleep(Duration::from_millis(300));
+    // Two clients are connected (raw and conn): a third is refused with an error.
     let mut third = server.socket();
+    third
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
     let refusal = read_reply(&mut third, 64);
     assert!(
         String::from_utf8_lossy(&refusal).contains("max number of clients"),
