@@ -3,14 +3,19 @@
 # appendfsync set to match (always / everysec / no), on this machine's file system. Prints one
 # line per run: what ran, the exact redis-benchmark command, SET and GET requests per second.
 #
-#   scripts/bench-serve.sh [REQUESTS]      (default 1000000; --sync every runs SET on 20000,
-#                                           since each SET waits for its own fdatasync)
+#   scripts/bench-serve.sh [REQUESTS [KEYSPACE]]
+#
+# REQUESTS defaults to 1000000 (--sync every runs SET on 20000, since each SET waits for its own
+# fdatasync). Without KEYSPACE redis-benchmark uses one key, so the runs measure the server and its
+# log, not the index; with it (`-r KEYSPACE`) keys are drawn from that many, and the index flushes
+# and compacts.
 #
 # Installs redis-tools and redis-server from the system's packages when missing. Uses ports
 # 7301-7310 and a temporary directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 requests="${1:-1000000}"
+keyspace="${2:+-r $2}"
 every_set_requests=20000
 if ! command -v redis-benchmark >/dev/null 2>&1 || ! command -v redis-server >/dev/null 2>&1; then
     apt-get update -qq
@@ -33,7 +38,7 @@ wait_port() {
 # bench LABEL PORT TESTS N: one redis-benchmark run; prints the label and the rates.
 bench() {
     local label="$1" port="$2" tests="$3" n="$4"
-    local command="redis-benchmark -p $port -t $tests -n $n -P 16 -c 50 -q"
+    local command="redis-benchmark -p $port -t $tests -n $n $keyspace -P 16 -c 50 -q"
     local rates
     rates="$($command 2>&1 | tr '\r' '\n' | grep 'requests per second' | sed 's/ requests per second,/ rps/' | tr '\n' ' ')"
     printf '%-44s %-58s %s\n' "$label" "$command" "$rates"
