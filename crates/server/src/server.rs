@@ -4,7 +4,8 @@
 //! Shutdown (SIGTERM or SIGINT): the listener stops accepting; each connection finishes the
 //! requests it has received, sends their replies (writes made durable first, as its sync mode
 //! says) and closes; then the device is closed, which writes a checkpoint (so the next start
-//! replays no log) and syncs the file; the process exits 0.
+//! replays no log) and syncs the file; the process exits 0. A second signal during that exits at
+//! once with code 1 (recovery at the next start then replays the log).
 
 use std::fmt;
 use std::io::Write;
@@ -238,7 +239,11 @@ pub fn run(config: Config) -> Result<(), ServerError> {
     }
     let shutdown = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, Arc::clone(&shutdown))
+        // The first signal asks for a clean stop; a second, while that stop is under way (say a
+        // client is not reading its replies), ends the process at once with code 1, as an
+        // operator pressing Ctrl-C twice expects. Nothing answered is lost either way.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&shutdown))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&shutdown)))
             .map_err(|error| ServerError::Run(format!("cannot handle signals: {error}")))?;
     }
     let (device, geometry, described) = open_device(&config)?;
