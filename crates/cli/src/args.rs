@@ -342,7 +342,8 @@ pub(crate) struct ServeArgs {
     /// Serve a simulated device in memory instead of an image (loses everything at exit).
     #[arg(long, conflicts_with = "path")]
     pub(crate) simulated: bool,
-    /// Flash profile to format a missing image with (or of the simulated device): pink or test_min.
+    /// Flash profile to format a missing image with, or of the simulated device (required then):
+    /// pink or test_min.
     #[arg(long, value_parser = parse_profile)]
     pub(crate) profile: Option<Profile>,
     /// Override the profile's blocks per die (its capacity).

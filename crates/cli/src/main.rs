@@ -119,9 +119,17 @@ fn run_serve(args: ServeArgs) -> ExitCode {
             eprintln!("kvssd: serve needs an image PATH, or --simulated (see kvssd serve --help)");
             return ExitCode::from(2);
         }
-        None => kvssd_server::Source::Simulated {
-            profile: args.profile.unwrap_or_else(kvssd_flash::Profile::pink),
-            blocks_per_die: args.blocks_per_die,
+        // A simulated device keeps every page it writes in memory: its size is asked for, never
+        // assumed (PinK's whole card would be 64 GiB of RAM once written).
+        None => match args.profile {
+            Some(profile) => kvssd_server::Source::Simulated {
+                profile,
+                blocks_per_die: args.blocks_per_die,
+            },
+            None => {
+                eprintln!("kvssd: --simulated needs --profile (test_min, or pink with --blocks-per-die to size it)");
+                return ExitCode::from(2);
+            }
         },
     };
     let config = kvssd_server::Config {
