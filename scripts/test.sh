@@ -15,6 +15,12 @@ if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
     apt-get install -y -qq gcc libc6-dev
 fi
 cargo build --locked --release -p kvssd-capi
+echo "== redis-benchmark, which the server's tests run against kvssd serve"
+if ! command -v redis-benchmark >/dev/null 2>&1; then
+    echo "test: no redis-benchmark; installing redis-tools" >&2
+    apt-get update -qq
+    apt-get install -y -qq redis-tools
+fi
 echo "== cargo test"
 cargo test --locked --workspace
 echo "== crash harness: crash points survived, by durability mode and preset"

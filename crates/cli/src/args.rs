@@ -339,3 +339,63 @@ pub(crate) struct FiguresArgs {
     #[arg(long, default_value = "docs/figures.md")]
     pub(crate) out: std::path::PathBuf,
 }
+
+/// `kvssd serve`: the device on the network, speaking RESP2 (the Redis protocol).
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// Image file (formatted first, with --profile, if it does not exist); omit with --simulated.
+    pub(crate) path: Option<std::path::PathBuf>,
+    /// Serve a simulated device in memory instead of an image (loses everything at exit).
+    #[arg(long, conflicts_with = "path")]
+    pub(crate) simulated: bool,
+    /// Flash profile to format a missing image with, or of the simulated device (required then):
+    /// pink or test_min.
+    #[arg(long, value_parser = parse_profile)]
+    pub(crate) profile: Option<Profile>,
+    /// Override the profile's blocks per die (its capacity).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub(crate) blocks_per_die: Option<u32>,
+    /// Address to listen on; anything but loopback needs --password.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub(crate) bind: std::net::IpAddr,
+    /// TCP port (0: any free port; the one chosen is printed).
+    #[arg(long, default_value_t = 6379)]
+    pub(crate) port: u16,
+    /// Password clients must give with AUTH.
+    #[arg(long)]
+    pub(crate) password: Option<String>,
+    /// When a write is answered: every (each write syncs the log), group (writes of all
+    /// connections share syncs; answered once durable), none (answered at once; see docs/server.md).
+    #[arg(long, default_value = "group", value_parser = parse_sync)]
+    pub(crate) sync: kvssd_server::SyncMode,
+    /// Connections served at once.
+    #[arg(long, default_value_t = kvssd_server::CLIENTS_MAX_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=65_536))]
+    pub(crate) max_clients: usize,
+    /// Bytes a connection may buffer of a request not yet complete (and the longest argument).
+    #[arg(long, default_value_t = kvssd_server::CLIENT_BUFFER_BYTES_DEFAULT, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1024..=(1 << 30)))]
+    pub(crate) client_buffer_bytes: usize,
+    /// Databases (SELECT 0 to N-1): namespaces 1 to N, created at start if missing.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) databases: u32,
+    /// Preset of the namespaces created at start (pink, pink-noopt, pink-range, lightstore, hash, kaml).
+    #[arg(long, default_value = "pink", value_parser = parse_namespace_preset)]
+    pub(crate) preset: kvssd_device::PresetKind,
+    /// Close connections silent for this many seconds (0: never).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) timeout: u64,
+}
+
+pub(crate) fn parse_sync(name: &str) -> Result<kvssd_server::SyncMode, String> {
+    kvssd_server::SyncMode::by_name(name).ok_or_else(|| {
+        format!(
+            "unknown sync policy (expected one of {})",
+            kvssd_server::SyncMode::NAMES.join(", ")
+        )
+    })
+}
+
+pub(crate) fn parse_namespace_preset(name: &str) -> Result<kvssd_device::PresetKind, String> {
+    crate::image::parse_preset_name(name)?;
+    name.parse()
+        .map_err(|error| format!("preset {name}: {error}"))
+}

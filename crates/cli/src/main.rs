@@ -16,7 +16,7 @@ use kvssd_bench::flash_bench::{self, FlashBenchConfig};
 use kvssd_bench::sim_speed;
 
 use crate::args::{
-    FiguresArgs, FlashBenchArgs, GcArgs, KamlMicroArgs, SeekArgs, SimSpeedArgs, YcsbArgs,
+    FiguresArgs, FlashBenchArgs, GcArgs, KamlMicroArgs, SeekArgs, ServeArgs, SimSpeedArgs, YcsbArgs,
 };
 use crate::bench::{run_gc, run_kaml_micro, run_seek, run_ycsb};
 
@@ -42,6 +42,8 @@ enum Command {
     /// Cut power at flash operations of a seeded workload, recover, and check nothing acknowledged
     /// was lost; prints the crash points survived.
     CrashTest(crash_test::CrashTestArgs),
+    /// Serve a device over TCP in RESP2, the Redis protocol (see docs/server.md).
+    Serve(Box<ServeArgs>),
     /// Turn benchmarks' JSON into documents.
     #[command(subcommand)]
     Report(ReportCommand),
@@ -102,6 +104,56 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Seek(args)) => run_seek(*args),
         Command::Bench(BenchCommand::KamlMicro(args)) => run_kaml_micro(*args),
         Command::Report(ReportCommand::Figures(args)) => run_figures(args),
+        Command::Serve(args) => run_serve(*args),
+    }
+}
+
+fn run_serve(args: ServeArgs) -> ExitCode {
+    let source = match args.path {
+        Some(path) => kvssd_server::Source::Image {
+            path,
+            profile: args.profile,
+            blocks_per_die: args.blocks_per_die,
+        },
+        None if !args.simulated => {
+            eprintln!("kvssd: serve needs an image PATH, or --simulated (see kvssd serve --help)");
+            return ExitCode::from(2);
+        }
+        // A simulated device keeps every page it writes in memory: its size is asked for, never
+        // assumed (PinK's whole card would be 64 GiB of RAM once written).
+        None => match args.profile {
+            Some(profile) => kvssd_server::Source::Simulated {
+                profile,
+                blocks_per_die: args.blocks_per_die,
+            },
+            None => {
+                eprintln!("kvssd: --simulated needs --profile (test_min, or pink with --blocks-per-die to size it)");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let config = kvssd_server::Config {
+        source,
+        bind: args.bind,
+        port: args.port,
+        password: args.password,
+        clients_max: args.max_clients,
+        client_buffer_bytes: args.client_buffer_bytes,
+        sync: args.sync,
+        databases: args.databases,
+        preset: args.preset,
+        idle_timeout: (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout)),
+    };
+    match kvssd_server::run(config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error @ kvssd_server::ServerError::Config(_)) => {
+            eprintln!("kvssd: {error}");
+            ExitCode::from(2)
+        }
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -247,6 +247,17 @@ impl Device {
         }
     }
 
+    /// The sequence number of the newest log record written, durable or not (`None` before the
+    /// first, or without a log). Once a command returns its record is at most this, so a reader
+    /// that waits until [`Device::durable_sequence`] reaches it has seen nothing a crash can undo.
+    pub fn logged_sequence(&self) -> Result<Option<u64>> {
+        let core = self.lock()?;
+        match &core.journal {
+            Some(shared) => Ok(shared.lock().map_err(poisoned)?.next_lsn.checked_sub(1)),
+            None => Ok(None),
+        }
+    }
+
     /// Writes a checkpoint now (and trims the log). A no-op without a log.
     pub fn checkpoint(&self, at: SimTime) -> Result<SimTime> {
         self.lock()?.full_checkpoint(at)
