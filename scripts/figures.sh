@@ -14,6 +14,8 @@ cd "$(dirname "$0")/.."
 RUNS=(
     "ycsb|kvssd bench ycsb --presets pink,lightstore,hash"
     "ycsb-search|kvssd bench ycsb --presets pink-noopt,pink-range,pink --workloads load,c"
+    "ycsb-hw|kvssd bench ycsb --presets pink,pink-hw --workloads load,a,f"
+    "ycsb-e10|kvssd bench ycsb --presets pink,lightstore,hash --workloads load,e --scan-length-max 10"
     "gc|kvssd bench gc --presets pink,pink-gcrewrite,lightstore --records 1000000 --overwrites 3000000"
     "seek|kvssd bench seek --prefetch 0,8"
 )
