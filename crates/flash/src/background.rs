@@ -146,8 +146,10 @@ pub(crate) struct Background {
     scheduled_at: Vec<SimTime>,
     /// Jobs recorded and not finished.
     pending_jobs: usize,
-    /// The most recently finished jobs and when each finished.
-    finished: VecDeque<(JobId, SimTime)>,
+    /// The most recently finished jobs, oldest first, and when each finished (by id in
+    /// `finished_at`).
+    finished: VecDeque<JobId>,
+    finished_at: std::collections::HashMap<JobId, SimTime>,
     /// Flash operations (reads, programs, erases) recorded into jobs so far.
     operations_recorded: u64,
 }
@@ -175,6 +177,7 @@ impl Background {
             scheduled_at: vec![SimTime::MAX; dies as usize],
             pending_jobs: 0,
             finished: VecDeque::new(),
+            finished_at: std::collections::HashMap::new(),
             operations_recorded: 0,
         }
     }
@@ -254,22 +257,26 @@ impl Background {
         if id >= self.next_id {
             return None;
         }
-        if let Some(&(_, at)) = self.finished.iter().rev().find(|&&(done, _)| done == id) {
+        if let Some(&at) = self.finished_at.get(&id) {
             return Some(at);
         }
-        let queued = self
-            .lanes
-            .iter()
-            .any(|lane| lane.jobs.iter().any(|job| job.id == id));
+        // Each lane queues its jobs in the order they were recorded, so by increasing id.
+        let queued = self.lanes.iter().any(|lane| {
+            let index = lane.jobs.partition_point(|job| job.id < id);
+            lane.jobs.get(index).is_some_and(|job| job.id == id)
+        });
         // Not queued and not among the recent ones: it finished long ago.
         (!queued).then_some(0)
     }
 
     fn finish(&mut self, id: JobId, at: SimTime) {
         self.pending_jobs -= 1;
-        self.finished.push_back((id, at));
+        self.finished.push_back(id);
+        self.finished_at.insert(id, at);
         if self.finished.len() > FINISHED_KEPT {
-            self.finished.pop_front();
+            if let Some(oldest) = self.finished.pop_front() {
+                self.finished_at.remove(&oldest);
+            }
         }
     }
 }
