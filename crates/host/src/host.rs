@@ -533,7 +533,8 @@ impl Host {
         }
     }
 
-    /// Reads a key for `txn` (a private copy once read): `None` if absent.
+    /// TransactionRead: reads a key for `txn` under a shared lock (a private copy once read):
+    /// `None` if absent.
     pub fn read(
         &mut self,
         at: SimTime,
@@ -541,17 +542,41 @@ impl Host {
         table: TableId,
         key: &[u8],
     ) -> Result<Access<Option<Vec<u8>>>> {
+        self.read_locked(at, txn, table, key, LockMode::Shared)
+    }
+
+    /// Reads a key the transaction means to update, taking the exclusive lock at once (SELECT
+    /// ... FOR UPDATE): two transactions that read and then update the same record would
+    /// otherwise both hold it shared and one would die upgrading.
+    pub fn read_for_update(
+        &mut self,
+        at: SimTime,
+        txn: TxnId,
+        table: TableId,
+        key: &[u8],
+    ) -> Result<Access<Option<Vec<u8>>>> {
+        self.read_locked(at, txn, table, key, LockMode::Exclusive)
+    }
+
+    fn read_locked(
+        &mut self,
+        at: SimTime,
+        txn: TxnId,
+        table: TableId,
+        key: &[u8],
+        mode: LockMode,
+    ) -> Result<Access<Option<Vec<u8>>>> {
         self.active(txn, "read")?;
         check_key(key)?;
         self.table(table)?;
+        if let Some(wait) = self.lock(at, txn, table, key, mode)? {
+            return Ok(retype(wait));
+        }
         if let Some(private) = self.xcb(txn)?.private.get(&(table, key.to_vec())) {
             return Ok(Access::Done {
                 value: private.value.clone(),
                 at,
             });
-        }
-        if let Some(wait) = self.lock(at, txn, table, key, LockMode::Shared)? {
-            return Ok(retype(wait));
         }
         let (value, done) = self.current(at, table, key)?;
         self.add_private(

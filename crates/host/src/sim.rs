@@ -25,6 +25,8 @@ use crate::{Access, Host, HostError, TableId, TxnId};
 pub enum Step {
     /// Read a key (result: its value, or `None`).
     Read(TableId, Vec<u8>),
+    /// Read a key under an exclusive lock, to update it next.
+    ReadForUpdate(TableId, Vec<u8>),
     /// Replace an existing key's value.
     Update(TableId, Vec<u8>, Vec<u8>),
     /// Insert a new key.
@@ -190,6 +192,7 @@ pub fn run(
         let step = program.step(&client.results);
         let call = match &step {
             Step::Read(table, key) => host.read(now, txn, *table, key),
+            Step::ReadForUpdate(table, key) => host.read_for_update(now, txn, *table, key),
             Step::Update(table, key, value) => host.update(now, txn, *table, key, value).map(none),
             Step::Insert(table, key, value) => host.insert(now, txn, *table, key, value).map(none),
             Step::Delete(table, key) => host.delete(now, txn, *table, key).map(none),

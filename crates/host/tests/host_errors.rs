@@ -45,7 +45,9 @@ fn host_errors_read_after_commit_and_commit_twice() {
     );
     done(host.commit(0, txn).expect("commit"));
     assert_eq!(host.state(txn).expect("state"), TxnState::Committed);
-    let error = host.read(0, txn, table, b"k1").expect_err("read after commit");
+    let error = host
+        .read(0, txn, table, b"k1")
+        .expect_err("read after commit");
     assert!(matches!(
         error,
         HostError::NotActive {
@@ -56,7 +58,10 @@ fn host_errors_read_after_commit_and_commit_twice() {
     ));
     let error = host.commit(0, txn).expect_err("commit twice");
     assert!(matches!(error, HostError::NotActive { call: "commit", .. }));
-    assert!(host.abort(0, txn).is_err(), "a committed transaction cannot abort");
+    assert!(
+        host.abort(0, txn).is_err(),
+        "a committed transaction cannot abort"
+    );
     host.free(txn).expect("free");
     assert!(matches!(
         host.read(0, txn, table, b"k1"),
@@ -108,7 +113,10 @@ fn host_errors_wait_die_victim_retries_and_commits() {
     let (mut host, table) = host(1 << 20);
     let old = host.begin().expect("begin");
     let young = host.begin().expect("begin");
-    done(host.update(0, young, table, b"k2", b"young").expect("update"));
+    done(
+        host.update(0, young, table, b"k2", b"young")
+            .expect("update"),
+    );
     done(host.update(0, old, table, b"k1", b"old").expect("update"));
     // The young transaction asks for the old one's lock: it dies.
     let error = host.read(0, young, table, b"k1").expect_err("dies");
@@ -181,7 +189,10 @@ fn host_errors_a_refused_commit_applies_nothing() {
     // the whole batch at commit.
     let (mut host, table) = host(0);
     let txn = host.begin().expect("begin");
-    done(host.update(0, txn, table, b"k2", b"changed").expect("update"));
+    done(
+        host.update(0, txn, table, b"k2", b"changed")
+            .expect("update"),
+    );
     done(host.insert(0, txn, table, b"k1", b"again").expect("insert"));
     let error = host.commit(0, txn).expect_err("refused");
     assert!(matches!(

@@ -53,7 +53,7 @@ impl Program for Random {
         match (&results[index - 1], kind % 4) {
             // Present: update, or delete one time in four; a read-only op rereads it.
             (Some(_), 0) => Step::Delete(table, key(number)),
-            (Some(_), 1) => Step::Read(table, key(number)),
+            (Some(_), 1) => Step::ReadForUpdate(table, key(number)),
             (Some(_), _) => Step::Update(table, key(number), value),
             (None, _) => Step::Insert(table, key(number), value),
         }
@@ -149,7 +149,7 @@ fn run_model(seed: u64, path: CommitPath, granularity: u64, cache_bytes: u64) {
         let mut own: BTreeMap<(TableId, Vec<u8>), Option<Vec<u8>>> = BTreeMap::new();
         for (step, result) in txn.steps.iter().zip(&txn.results) {
             match step {
-                Step::Read(table, k) => {
+                Step::Read(table, k) | Step::ReadForUpdate(table, k) => {
                     let expected = own
                         .get(&(*table, k.clone()))
                         .cloned()
