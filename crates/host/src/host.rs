@@ -263,6 +263,17 @@ impl Host {
         &self.device
     }
 
+    /// Closes the host (its cache and control blocks are dropped: they hold nothing that is not
+    /// on the device) and hands back the device.
+    pub fn into_device(self) -> Arc<Device> {
+        self.device
+    }
+
+    /// The device namespace of a table on the KAML path.
+    pub fn table_namespace(&self, table: TableId) -> Result<Option<NamespaceId>> {
+        Ok(self.table(table)?.namespace)
+    }
+
     /// The configuration.
     pub fn config(&self) -> &HostConfig {
         &self.config

@@ -105,6 +105,9 @@ pub struct SimOutcome {
     pub finished_at: SimTime,
     /// Committed transactions in commit order, if recorded.
     pub log: Vec<Committed>,
+    /// Transactions whose commit the device refused, in order, if recorded (after a power cut
+    /// the first of them was in flight: all of it may or may not be durable).
+    pub failed_commits: Vec<Committed>,
 }
 
 impl SimOutcome {
@@ -248,6 +251,16 @@ pub fn run(
                 asleep.insert(txn, index);
             }
             Err(error) => {
+                if config.record && step == Step::Commit {
+                    let mut steps = std::mem::take(&mut client.steps);
+                    steps.push(Step::Commit);
+                    outcome.failed_commits.push(Committed {
+                        client: index,
+                        steps,
+                        results: std::mem::take(&mut client.results),
+                        at: now,
+                    });
+                }
                 outcome.refused += 1;
                 outcome
                     .first_refusal
