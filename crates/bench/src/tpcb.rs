@@ -339,8 +339,14 @@ fn run_one(
         },
         device_commands_per_txn: (after.device_commands - before.device_commands) as f64
             / outcome.committed.max(1) as f64,
-        invariants_hold,
-        invariants,
+        invariants_hold: invariants_hold && outcome.refused == 0,
+        invariants: match &outcome.first_refusal {
+            Some(refusal) => format!(
+                "{invariants}; {} refused, first: {refusal}",
+                outcome.refused
+            ),
+            None => invariants,
+        },
         wall_s: run_wall,
     })
 }

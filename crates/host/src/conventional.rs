@@ -203,16 +203,31 @@ impl Conventional {
         records: &[(TableId, Vec<u8>, Vec<u8>)],
     ) -> Result<(SimTime, u64)> {
         let mut images: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+        // Records of a page an earlier call already wrote are patched in, so a page that spans
+        // two loads keeps the first one's records.
+        let mut patches = Vec::new();
         for (table, key, value) in records {
             let info = tables
                 .get(table.0 as usize)
                 .ok_or(HostError::TableUnknown(*table))?;
+            let (prefix, number) = record_number(key);
+            let index = number / self.records_per_page(info.value_bytes_max).max(1) as u64;
+            let existed = self.pages.contains_key(&(*table, prefix.to_vec(), index));
             let (lba, slot, _) = self.place(*table, info, key)?;
             let slot_bytes = Self::slot_bytes(info);
+            let encoded = Self::encode_slot(Some(value));
+            if existed && !images.contains_key(&lba) {
+                patches.push(BatchOp::Store {
+                    namespace: self.namespace,
+                    key: lba_offset_key(lba, (slot * slot_bytes) as u32).to_vec(),
+                    value: encoded,
+                    mode: StoreMode::Upsert,
+                });
+                continue;
+            }
             let image = images
                 .entry(lba)
                 .or_insert_with(|| vec![0; self.config.page_bytes]);
-            let encoded = Self::encode_slot(Some(value));
             image[slot * slot_bytes..slot * slot_bytes + encoded.len()].copy_from_slice(&encoded);
         }
         let mut done = at;
@@ -229,6 +244,10 @@ impl Conventional {
                 })
                 .collect();
             done = done.max(device.batch(at, &operations)?);
+            commands += 1;
+        }
+        for chunk in patches.chunks(256) {
+            done = done.max(device.batch(at, chunk)?);
             commands += 1;
         }
         Ok((done, commands))

@@ -39,6 +39,21 @@ pub enum Step {
     Abort,
 }
 
+impl Step {
+    /// The step without its value bytes: its kind, table and key.
+    pub fn describe(&self) -> String {
+        match self {
+            Step::Read(table, key) => format!("read table {table} key {key:?}"),
+            Step::ReadForUpdate(table, key) => format!("read for update table {table} key {key:?}"),
+            Step::Update(table, key, _) => format!("update table {table} key {key:?}"),
+            Step::Insert(table, key, _) => format!("insert table {table} key {key:?}"),
+            Step::Delete(table, key) => format!("delete table {table} key {key:?}"),
+            Step::Commit => "commit".into(),
+            Step::Abort => "abort".into(),
+        }
+    }
+}
+
 /// A transaction's logic: given the results of its steps so far (a read's value; `None` for
 /// writes), its next step. Must depend on nothing else, so it can be re-run after a restart.
 pub trait Program {
@@ -264,7 +279,7 @@ pub fn run(
                 outcome.refused += 1;
                 outcome
                     .first_refusal
-                    .get_or_insert_with(|| format!("{step:?}: {error}"));
+                    .get_or_insert_with(|| format!("{}: {error}", step.describe()));
                 if matches!(
                     error,
                     HostError::Device(kvssd_device::DeviceError::Poisoned)
