@@ -67,6 +67,9 @@ enum BenchCommand {
     /// TPC-B AccountUpdate through the host layer: KAML's commit path and a conventional one, by
     /// lock granularity and cache hit ratio (KAML Fig. 9).
     Tpcb(Box<oltp::TpcbArgs>),
+    /// TPC-C NewOrder and Payment through the host layer, each alone: KAML's commit path and a
+    /// conventional one, by lock granularity and cache hit ratio (KAML Fig. 9).
+    Tpcc(Box<oltp::TpccArgs>),
 }
 
 fn main() -> ExitCode {
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Seek(args)) => run_seek(*args),
         Command::Bench(BenchCommand::KamlMicro(args)) => run_kaml_micro(*args),
         Command::Bench(BenchCommand::Tpcb(args)) => oltp::run_tpcb(*args),
+        Command::Bench(BenchCommand::Tpcc(args)) => oltp::run_tpcc(*args),
         Command::Report(ReportCommand::Figures(args)) => run_figures(args),
     }
 }
