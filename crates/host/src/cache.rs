@@ -31,6 +31,8 @@ pub(crate) struct Cache {
     pub(crate) misses: u64,
     pub(crate) evictions: u64,
     dirty_bytes: u64,
+    /// Keys evicted since the last [`Cache::take_evicted`], when asked to keep them.
+    evicted: Option<Vec<(TableId, Vec<u8>)>>,
 }
 
 fn entry_bytes(key: &[u8], value: &[u8]) -> u64 {
@@ -49,7 +51,22 @@ impl Cache {
             misses: 0,
             evictions: 0,
             dirty_bytes: 0,
+            evicted: None,
         }
+    }
+
+    /// Keeps the keys it evicts, for [`Cache::take_evicted`] (the conventional path tracks which
+    /// pages the cache holds whole).
+    pub(crate) fn keep_evicted(&mut self) {
+        self.evicted = Some(Vec::new());
+    }
+
+    /// Keys evicted since the last call.
+    pub(crate) fn take_evicted(&mut self) -> Vec<(TableId, Vec<u8>)> {
+        self.evicted
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// The value of a key if cached (counted as a hit or a miss), marking it recently used.
@@ -137,6 +154,9 @@ impl Cache {
         for (table, key) in victims {
             self.remove(table, &key);
             self.evictions += 1;
+            if let Some(evicted) = &mut self.evicted {
+                evicted.push((table, key));
+            }
         }
     }
 

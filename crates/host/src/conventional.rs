@@ -19,7 +19,7 @@
 //!
 //! Recovery from this log is not implemented: the crash tests run the KAML path.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kvssd_device::{BatchOp, Device, NamespaceId, NamespaceSpec, PresetKind, StoreMode};
 use kvssd_engine::block::{lba_key, lba_offset_key};
@@ -71,6 +71,10 @@ pub(crate) struct Conventional {
     log_free_at: SimTime,
     /// Records deleted since the last checkpoint (their pages still hold them).
     deleted: BTreeSet<(TableId, Vec<u8>)>,
+    /// Pages the cache holds whole (read from the device, or allocated during the run and never
+    /// partly evicted), as a buffer pool would hold them: a key missing from the cache but in
+    /// such a page is absent, with no device read (an insert into a page in memory).
+    resident: HashSet<u64>,
 }
 
 impl Conventional {
@@ -87,6 +91,7 @@ impl Conventional {
             log_head: 0,
             log_free_at: 0,
             deleted: BTreeSet::new(),
+            resident: HashSet::new(),
         })
     }
 
@@ -135,6 +140,33 @@ impl Conventional {
         Ok((lba, (number % per_page) as usize, index))
     }
 
+    /// Whether the cache holds the whole page of `key` (so a key it lacks is absent). A page
+    /// that does not exist yet is allocated empty, and so is whole.
+    pub(crate) fn page_resident(&mut self, table: TableId, info: &Table, key: &[u8]) -> bool {
+        let per_page = self.records_per_page(info.value_bytes_max).max(1) as u64;
+        let (prefix, number) = record_number(key);
+        let name = (table, prefix.to_vec(), number / per_page);
+        match self.pages.get(&name) {
+            Some(lba) => self.resident.contains(lba),
+            None => match self.place(table, info, key) {
+                Ok((lba, _, _)) => {
+                    self.resident.insert(lba);
+                    true
+                }
+                Err(_) => false,
+            },
+        }
+    }
+
+    /// A record of the page left the cache: the page is no longer whole there.
+    pub(crate) fn evicted(&mut self, table: TableId, info: &Table, key: &[u8]) {
+        let per_page = self.records_per_page(info.value_bytes_max).max(1) as u64;
+        let (prefix, number) = record_number(key);
+        if let Some(lba) = self.pages.get(&(table, prefix.to_vec(), number / per_page)) {
+            self.resident.remove(lba);
+        }
+    }
+
     fn slot_bytes(info: &Table) -> usize {
         SLOT_HEADER_BYTES + info.value_bytes_max
     }
@@ -163,6 +195,7 @@ impl Conventional {
         let (lba, _, index) = self.place(table, info, key)?;
         let (prefix, _) = record_number(key);
         let (page, done) = device.retrieve(at, self.namespace, &lba_key(lba), None)?;
+        self.resident.insert(lba);
         let Some(page) = page else {
             return Ok((Vec::new(), done));
         };

@@ -244,9 +244,13 @@ impl Host {
                 Some(Conventional::open(&device, config.conventional.clone())?)
             }
         };
+        let mut cache = Cache::new(config.cache_bytes);
+        if conventional.is_some() {
+            cache.keep_evicted();
+        }
         Ok(Host {
             device,
-            cache: Cache::new(config.cache_bytes),
+            cache,
             config,
             tables: Vec::new(),
             locks: LockTable::default(),
@@ -384,6 +388,17 @@ impl Host {
             return Ok((Some(value.to_vec()), at));
         }
         self.fetch(at, table, key)
+    }
+
+    /// Conventional path: pages that lost a record to eviction are no longer whole in memory.
+    fn note_evictions(&mut self) {
+        if let Some(conventional) = &mut self.conventional {
+            for (table, key) in self.cache.take_evicted() {
+                if let Some(info) = self.tables.get(table.0 as usize) {
+                    conventional.evicted(table, info, &key);
+                }
+            }
+        }
     }
 
     /// Reads a key from the device (no cache).
@@ -609,6 +624,16 @@ impl Host {
         table: TableId,
         key: &[u8],
     ) -> Result<(Option<Vec<u8>>, SimTime)> {
+        self.note_evictions();
+        if let Some(conventional) = &mut self.conventional {
+            if self.cache.peek(table, key).is_none() {
+                let info = &self.tables[table.0 as usize];
+                if conventional.page_resident(table, info, key) {
+                    // Absent: its page is in memory whole.
+                    return Ok((None, at));
+                }
+            }
+        }
         if let Some(value) = self.cache.get(table, key) {
             return Ok((Some(value), at));
         }
