@@ -160,6 +160,13 @@ impl Cache {
         }
     }
 
+    /// Evicts every clean entry.
+    pub(crate) fn evict_clean(&mut self) {
+        let budget = std::mem::replace(&mut self.budget_bytes, 0);
+        self.evict();
+        self.budget_bytes = budget;
+    }
+
     /// Dirty entries (conventional path), in key order, marking them clean.
     pub(crate) fn take_dirty(&mut self) -> Vec<(TableId, Vec<u8>, Vec<u8>)> {
         let mut dirty: Vec<(TableId, Vec<u8>, Vec<u8>)> = self

@@ -61,6 +61,9 @@ impl Default for ConventionalConfig {
 /// A record of a commit for the log: table, key, value (`None`: deleted).
 pub(crate) type LogRecord<'a> = (TableId, &'a [u8], Option<&'a [u8]>);
 
+/// The cache's value of a key, if it holds one (a checkpoint builds whole pages from it).
+pub(crate) type CachedValue<'a> = &'a dyn Fn(TableId, &[u8]) -> Option<Vec<u8>>;
+
 pub(crate) struct Conventional {
     namespace: NamespaceId,
     config: ConventionalConfig,
@@ -343,9 +346,13 @@ impl Conventional {
         at: SimTime,
         tables: &[Table],
         dirty: &[(TableId, Vec<u8>, Vec<u8>)],
+        cached: CachedValue<'_>,
     ) -> Result<u64> {
         let deleted = std::mem::take(&mut self.deleted);
         let mut patches = Vec::new();
+        // Pages the cache holds whole are written whole (no read-modify-write), as a buffer
+        // pool writes its pages; the others get a sub-block write per record.
+        let mut whole: BTreeMap<u64, (TableId, Vec<u8>, u64)> = BTreeMap::new();
         let writes = dirty
             .iter()
             .map(|(table, key, value)| (*table, key.clone(), Some(value.as_slice())))
@@ -354,12 +361,38 @@ impl Conventional {
             let info = tables
                 .get(table.0 as usize)
                 .ok_or(HostError::TableUnknown(table))?;
-            let (lba, slot, _) = self.place(table, info, &key)?;
+            let (lba, slot, index) = self.place(table, info, &key)?;
+            if self.resident.contains(&lba) {
+                let (prefix, _) = record_number(&key);
+                whole.insert(lba, (table, prefix.to_vec(), index));
+                continue;
+            }
             let offset = (slot * Self::slot_bytes(info)) as u32;
             patches.push(BatchOp::Store {
                 namespace: self.namespace,
                 key: lba_offset_key(lba, offset).to_vec(),
                 value: Self::encode_slot(value),
+                mode: StoreMode::Upsert,
+            });
+        }
+        for (lba, (table, prefix, index)) in whole {
+            let info = tables
+                .get(table.0 as usize)
+                .ok_or(HostError::TableUnknown(table))?;
+            let per_page = self.records_per_page(info.value_bytes_max);
+            let slot_bytes = Self::slot_bytes(info);
+            let mut image = vec![0u8; self.config.page_bytes];
+            for slot in 0..per_page {
+                let mut key = prefix.clone();
+                key.extend_from_slice(&(index * per_page as u64 + slot as u64).to_be_bytes());
+                let encoded = Self::encode_slot(cached(table, &key).as_deref());
+                image[slot * slot_bytes..slot * slot_bytes + encoded.len()]
+                    .copy_from_slice(&encoded);
+            }
+            patches.push(BatchOp::Store {
+                namespace: self.namespace,
+                key: lba_key(lba).to_vec(),
+                value: image,
                 mode: StoreMode::Upsert,
             });
         }

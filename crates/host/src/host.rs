@@ -393,11 +393,7 @@ impl Host {
     /// Conventional path: pages that lost a record to eviction are no longer whole in memory.
     fn note_evictions(&mut self) {
         if let Some(conventional) = &mut self.conventional {
-            for (table, key) in self.cache.take_evicted() {
-                if let Some(info) = self.tables.get(table.0 as usize) {
-                    conventional.evicted(table, info, &key);
-                }
-            }
+            note_evictions(&mut self.cache, conventional, &self.tables);
         }
     }
 
@@ -863,7 +859,12 @@ impl Host {
         if let Some(conventional) = &mut self.conventional {
             if self.cache.dirty_bytes() > conventional.checkpoint_dirty_bytes() {
                 let dirty = self.cache.take_dirty();
-                let commands = conventional.checkpoint(&self.device, at, &self.tables, &dirty)?;
+                note_evictions(&mut self.cache, conventional, &self.tables);
+                let cache = &self.cache;
+                let cached =
+                    |table: TableId, key: &[u8]| cache.peek(table, key).map(<[u8]>::to_vec);
+                let commands =
+                    conventional.checkpoint(&self.device, at, &self.tables, &dirty, &cached)?;
                 self.stats.device_commands += commands;
                 self.stats.checkpoints += 1;
             }
@@ -964,6 +965,13 @@ impl Host {
         }
     }
 
+    /// Empties the cache of clean entries, so later reads go to the device (tests that check
+    /// what the device holds; a cold start).
+    pub fn evict_clean(&mut self) {
+        self.cache.evict_clean();
+        self.note_evictions();
+    }
+
     /// Bytes the cache holds.
     pub fn cache_used_bytes(&self) -> u64 {
         self.cache.used_bytes()
@@ -983,11 +991,24 @@ impl Host {
     pub fn checkpoint(&mut self, at: SimTime) -> Result<()> {
         if let Some(conventional) = &mut self.conventional {
             let dirty = self.cache.take_dirty();
-            let commands = conventional.checkpoint(&self.device, at, &self.tables, &dirty)?;
+            note_evictions(&mut self.cache, conventional, &self.tables);
+            let cache = &self.cache;
+            let cached = |table: TableId, key: &[u8]| cache.peek(table, key).map(<[u8]>::to_vec);
+            let commands =
+                conventional.checkpoint(&self.device, at, &self.tables, &dirty, &cached)?;
             self.stats.device_commands += commands;
             self.stats.checkpoints += 1;
         }
         Ok(())
+    }
+}
+
+/// Tells the conventional path which pages lost a record to eviction since the last call.
+fn note_evictions(cache: &mut Cache, conventional: &mut Conventional, tables: &[Table]) {
+    for (table, key) in cache.take_evicted() {
+        if let Some(info) = tables.get(table.0 as usize) {
+            conventional.evicted(table, info, &key);
+        }
     }
 }
 
