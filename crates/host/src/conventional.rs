@@ -13,9 +13,11 @@
 //!   latch), so commits queue behind each other even when their records do not conflict. No group
 //!   commit.
 //! * **No-force, checkpoints**: committed records stay dirty in the cache; once dirty bytes exceed
-//!   `checkpoint_dirty_bytes` a checkpoint writes them into their pages (a sub-block write per
-//!   record: the `block` preset reads the rest of the page, a read-modify-write) in the
-//!   background of the commit that triggered it, competing with foreground work for the flash.
+//!   `checkpoint_dirty_bytes` a checkpoint writes them into their pages in the background of the
+//!   commit that triggered it, competing with foreground work for the flash: whole pages when
+//!   the cache holds the page whole (read whole, or allocated during the run, and none of its
+//!   records evicted since), else a sub-block write per record (the `block` preset reads the
+//!   rest of the page, a read-modify-write).
 //!
 //! Recovery from this log is not implemented: the crash tests run the KAML path.
 
