@@ -5,7 +5,7 @@
 //! released), so eviction never writes. On the conventional path committed records stay dirty
 //! until a checkpoint writes their pages back; dirty entries are never evicted.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::TableId;
 
@@ -31,6 +31,8 @@ pub(crate) struct Cache {
     pub(crate) misses: u64,
     pub(crate) evictions: u64,
     dirty_bytes: u64,
+    /// The dirty keys, in key order.
+    dirty: BTreeSet<(TableId, Vec<u8>)>,
     /// Keys evicted since the last [`Cache::take_evicted`], when asked to keep them.
     evicted: Option<Vec<(TableId, Vec<u8>)>>,
 }
@@ -51,6 +53,7 @@ impl Cache {
             misses: 0,
             evictions: 0,
             dirty_bytes: 0,
+            dirty: BTreeSet::new(),
             evicted: None,
         }
     }
@@ -104,6 +107,7 @@ impl Cache {
         self.used_bytes += bytes;
         if dirty {
             self.dirty_bytes += bytes;
+            self.dirty.insert((table, key.to_vec()));
         }
         self.order.insert(tick, (table, key.to_vec()));
         self.entries
@@ -126,6 +130,7 @@ impl Cache {
             self.used_bytes -= bytes;
             if entry.dirty {
                 self.dirty_bytes -= bytes;
+                self.dirty.remove(&(table, key.to_vec()));
             }
             self.order.remove(&entry.tick);
         }
@@ -167,21 +172,21 @@ impl Cache {
         self.budget_bytes = budget;
     }
 
-    /// Dirty entries (conventional path), in key order, marking them clean.
-    pub(crate) fn take_dirty(&mut self) -> Vec<(TableId, Vec<u8>, Vec<u8>)> {
-        let mut dirty: Vec<(TableId, Vec<u8>, Vec<u8>)> = self
-            .entries
-            .iter_mut()
-            .filter(|(_, entry)| entry.dirty)
-            .map(|((table, key), entry)| {
+    /// Up to `limit` dirty entries (conventional path), in key order, marking them clean.
+    pub(crate) fn take_dirty(&mut self, limit: usize) -> Vec<(TableId, Vec<u8>, Vec<u8>)> {
+        let mut taken = Vec::new();
+        while taken.len() < limit {
+            let Some(name) = self.dirty.pop_first() else {
+                break;
+            };
+            if let Some(entry) = self.entries.get_mut(&name) {
                 entry.dirty = false;
-                (*table, key.clone(), entry.value.clone())
-            })
-            .collect();
-        dirty.sort();
-        self.dirty_bytes = 0;
+                self.dirty_bytes -= entry_bytes(&name.1, &entry.value);
+                taken.push((name.0, name.1, entry.value.clone()));
+            }
+        }
         self.evict();
-        dirty
+        taken
     }
 
     pub(crate) fn dirty_bytes(&self) -> u64 {
@@ -213,7 +218,7 @@ mod tests {
         assert!(cache.peek(table, &[1]).is_some());
         assert_eq!(cache.evictions, 1);
         assert_eq!(cache.used_bytes(), 3 * one);
-        let dirty = cache.take_dirty();
+        let dirty = cache.take_dirty(usize::MAX);
         assert_eq!(dirty.len(), 1);
         assert_eq!(cache.dirty_bytes(), 0);
     }

@@ -12,9 +12,10 @@
 //!   and waits for the write to be durable; only one transaction writes the log at a time (the log
 //!   latch), so commits queue behind each other even when their records do not conflict. No group
 //!   commit.
-//! * **No-force, checkpoints**: committed records stay dirty in the cache; once dirty bytes exceed
-//!   `checkpoint_dirty_bytes` a checkpoint writes them into their pages in the background of the
-//!   commit that triggered it, competing with foreground work for the flash: whole pages when
+//! * **No-force, a page cleaner**: committed records stay dirty in the cache; while dirty bytes
+//!   exceed `checkpoint_dirty_bytes`, each commit has the cleaner write `clean_records_per_commit`
+//!   of them (in key order) into their pages in its background, competing with foreground work
+//!   for the flash: whole pages when
 //!   the cache holds the page whole (read whole, or allocated during the run, and none of its
 //!   records evicted since), else a sub-block write per record (the `block` preset reads the
 //!   rest of the page, a read-modify-write).
@@ -46,8 +47,11 @@ pub struct ConventionalConfig {
     pub page_bytes: usize,
     /// Logical blocks of the circular commit log.
     pub log_blocks: u64,
-    /// A checkpoint runs once dirty records take this many cache bytes.
+    /// The page cleaner runs once dirty records take this many cache bytes.
     pub checkpoint_dirty_bytes: u64,
+    /// Dirty records the page cleaner writes back per commit while it runs (in key order, so
+    /// records of one page go together).
+    pub clean_records_per_commit: usize,
 }
 
 impl Default for ConventionalConfig {
@@ -56,6 +60,7 @@ impl Default for ConventionalConfig {
             page_bytes: 8192,
             log_blocks: 1024,
             checkpoint_dirty_bytes: 4 << 20,
+            clean_records_per_commit: 64,
         }
     }
 }
@@ -120,6 +125,10 @@ impl Conventional {
 
     pub(crate) fn checkpoint_dirty_bytes(&self) -> u64 {
         self.config.checkpoint_dirty_bytes
+    }
+
+    pub(crate) fn clean_records_per_commit(&self) -> usize {
+        self.config.clean_records_per_commit.max(1)
     }
 
     /// The page of a key: its LBA (allocated on first use), its slot, its key prefix and index.
@@ -270,6 +279,9 @@ impl Conventional {
         }
         let mut done = at;
         let mut commands = 0;
+        // The host caches what it loads, so these pages start whole in the cache (until one of
+        // their records is evicted).
+        self.resident.extend(images.keys().copied());
         let images: Vec<(u64, Vec<u8>)> = images.into_iter().collect();
         for chunk in images.chunks(64) {
             let operations: Vec<BatchOp> = chunk

@@ -858,7 +858,9 @@ impl Host {
         }
         if let Some(conventional) = &mut self.conventional {
             if self.cache.dirty_bytes() > conventional.checkpoint_dirty_bytes() {
-                let dirty = self.cache.take_dirty();
+                let dirty = self
+                    .cache
+                    .take_dirty(conventional.clean_records_per_commit());
                 note_evictions(&mut self.cache, conventional, &self.tables);
                 let cache = &self.cache;
                 let cached =
@@ -990,7 +992,7 @@ impl Host {
     /// Conventional path: writes every dirty record back (a final checkpoint), issued at `at`.
     pub fn checkpoint(&mut self, at: SimTime) -> Result<()> {
         if let Some(conventional) = &mut self.conventional {
-            let dirty = self.cache.take_dirty();
+            let dirty = self.cache.take_dirty(usize::MAX);
             note_evictions(&mut self.cache, conventional, &self.tables);
             let cache = &self.cache;
             let cached = |table: TableId, key: &[u8]| cache.peek(table, key).map(<[u8]>::to_vec);
