@@ -22,10 +22,6 @@ pub enum HostError {
         /// The call refused.
         call: &'static str,
     },
-    /// The transaction is parked waiting for a lock; it may only retry the call it is waiting on
-    /// (or abort) once woken.
-    #[error("transaction {0} is waiting for a lock")]
-    Waiting(TxnId),
     /// A freed control block cannot be restarted, and only ended transactions can be freed.
     #[error("transaction {txn} is {state:?}, and {call} needs it ended (COMMITTED or ABORTED)")]
     NotEnded {
