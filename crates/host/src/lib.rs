@@ -29,11 +29,13 @@ mod error;
 mod host;
 mod locks;
 pub mod sim;
+mod types;
 
 pub use conventional::ConventionalConfig;
 pub use error::{HostError, Result};
-pub use host::{Access, CommitPath, Host, HostConfig, HostStats, TableId, TxnId, TxnState};
+pub use host::Host;
 pub use locks::{record_number, LockMode, LockName};
+pub use types::{Access, CommitPath, HostConfig, HostStats, TableId, TxnId, TxnState};
 
 /// Transaction control blocks allocated at once, by default.
 pub const TXNS_MAX: usize = 4096;
