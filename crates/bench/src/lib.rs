@@ -8,6 +8,8 @@
 //! * [`ycsb`], [`gc`], [`seek`], [`kaml_micro`]: `kvssd bench ycsb`, `gc`, `seek` and `kaml-micro`,
 //!   all driving a [`kvssd_device::Device`] through its commands ([`target`]: the device with one
 //!   namespace as the runner's target).
+//! * [`oltp`], [`tpcb`], [`tpcc`]: `kvssd bench tpcb` and `tpcc` (and what they share), transactions
+//!   through the host layer ([`kvssd_host`]) on KAML's commit path and a conventional one.
 //! * [`figures`]: `docs/figures.md` from the benchmarks' JSON (`kvssd report figures`).
 //! * [`sim_speed`]: how fast the simulator copies pages compared with a plain random memory copy of
 //!   the same size on this machine.
@@ -19,12 +21,15 @@ pub mod figures;
 pub mod flash_bench;
 pub mod gc;
 pub mod kaml_micro;
+pub mod oltp;
 pub mod profile;
 pub mod report;
 pub mod runner;
 pub mod seek;
 pub mod sim_speed;
 pub mod target;
+pub mod tpcb;
+pub mod tpcc;
 pub mod workload;
 pub mod ycsb;
 

@@ -7,6 +7,7 @@ mod args;
 mod bench;
 mod crash_test;
 mod image;
+mod oltp;
 
 use std::process::ExitCode;
 
@@ -65,6 +66,12 @@ enum BenchCommand {
     Seek(Box<SeekArgs>),
     /// KAML's micro-benchmarks on a kaml namespace: Fetch/Update/Insert by value size, batch sizes, logs.
     KamlMicro(Box<KamlMicroArgs>),
+    /// TPC-B AccountUpdate through the host layer: KAML's commit path and a conventional one, by
+    /// lock granularity and cache hit ratio (KAML Fig. 9).
+    Tpcb(Box<oltp::TpcbArgs>),
+    /// TPC-C NewOrder and Payment through the host layer, each alone: KAML's commit path and a
+    /// conventional one, by lock granularity and cache hit ratio (KAML Fig. 9).
+    Tpcc(Box<oltp::TpccArgs>),
 }
 
 fn main() -> ExitCode {
@@ -103,6 +110,8 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Gc(args)) => run_gc(*args),
         Command::Bench(BenchCommand::Seek(args)) => run_seek(*args),
         Command::Bench(BenchCommand::KamlMicro(args)) => run_kaml_micro(*args),
+        Command::Bench(BenchCommand::Tpcb(args)) => oltp::run_tpcb(*args),
+        Command::Bench(BenchCommand::Tpcc(args)) => oltp::run_tpcc(*args),
         Command::Report(ReportCommand::Figures(args)) => run_figures(args),
         Command::Serve(args) => run_serve(*args),
     }

@@ -1,0 +1,253 @@
+//! What the OLTP benchmarks (`tpcb`, `tpcc`) share: the simulated device under the host layer,
+//! the grid of runs (commit path × lock granularity × hit ratio), and the one result schema.
+//!
+//! Each run gets a fresh device and host, loads its tables through the host, and runs its
+//! clients on the virtual clock ([`kvssd_host::sim`]), then checks the benchmark's consistency
+//! conditions. The device runs with the papers' power-loss protection assumption (volatile
+//! simulation: nothing written for durability besides the commits themselves), with KAML's
+//! calibrated controller costs (`kvssd bench kaml-micro`'s defaults) on both presets.
+
+use std::sync::Arc;
+
+use kvssd_device::{Device, DeviceConfig};
+use kvssd_engine::hash::HashPreset;
+use kvssd_flash::Profile;
+use kvssd_host::{CommitPath, ConventionalConfig, Host, HostConfig};
+use serde::Serialize;
+
+use crate::latency::LatencySummary;
+use crate::profile::BenchProfile;
+
+/// Bytes of every key: a table's record number, big-endian.
+pub const KEY_BYTES: usize = 8;
+/// Bytes of a conventional page (Shore-MT's default page size, KAML §V-D).
+pub const PAGE_BYTES: u32 = 8192;
+
+/// The run grid and the device shared by the OLTP benchmarks.
+#[derive(Debug, Clone)]
+pub struct OltpConfig {
+    /// The simulated flash.
+    pub flash: Profile,
+    /// Commit paths to run.
+    pub commit_paths: Vec<CommitPath>,
+    /// Records per lock to run.
+    pub lock_granularities: Vec<u64>,
+    /// Target cache hit ratios to run (the cache is sized to hold this share of the records).
+    pub hit_ratios: Vec<f64>,
+    /// Closed-loop clients.
+    pub clients: u32,
+    /// Transactions committed per run.
+    pub transactions: u64,
+    /// Host CPU per transaction step, nanoseconds.
+    pub step_ns: u64,
+    /// Controller time per command, nanoseconds (both presets).
+    pub command_ns: u64,
+    /// Controller time per record of a command, nanoseconds (both presets).
+    pub operation_ns: u64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl OltpConfig {
+    /// Defaults: a 2 GiB card of PinK's shape, both commit paths, granularity 1 and 16, hit ratios
+    /// 0.8 and 1.0, 16 clients, 2 us of host CPU per step, KAML's controller costs.
+    pub fn default_config() -> OltpConfig {
+        OltpConfig {
+            flash: Profile::pink_with_blocks(16),
+            commit_paths: vec![CommitPath::Kaml, CommitPath::Conventional],
+            lock_granularities: vec![1, 16],
+            hit_ratios: vec![0.8, 1.0],
+            clients: 16,
+            transactions: 20_000,
+            step_ns: 2_000,
+            command_ns: 4_000,
+            operation_ns: 11_000,
+            seed: 1,
+        }
+    }
+}
+
+/// A run's parameters, as the JSON names them.
+#[derive(Debug, Clone, Serialize)]
+pub struct OltpParams {
+    /// Records per lock.
+    pub lock_granularity: u64,
+    /// Target hit ratio (the cache's size).
+    pub hit_ratio: f64,
+    /// `kaml` or `conventional`.
+    pub commit_path: String,
+    /// Closed-loop clients.
+    pub clients: u32,
+    /// Scale factor.
+    pub scale: u32,
+}
+
+/// One run's figures (simulated time).
+#[derive(Debug, Clone, Serialize)]
+pub struct OltpResult {
+    /// The transaction (`AccountUpdate`, `NewOrder`, `Payment`).
+    pub transaction: String,
+    /// Its parameters.
+    pub params: OltpParams,
+    /// Committed transactions per simulated second.
+    pub throughput_tps: f64,
+    /// Transactions committed.
+    pub committed: u64,
+    /// Aborts of every kind: wait-die victims (each restarted) plus the transaction's own
+    /// rollbacks and refusals.
+    pub aborts: u64,
+    /// Wait-die victims.
+    pub deadlock_victims: u64,
+    /// Rollbacks the transaction profile asks for (TPC-C NewOrder's 1%).
+    pub rollbacks: u64,
+    /// Lock requests that waited.
+    pub lock_waits: u64,
+    /// Simulated milliseconds spent waiting for locks, summed over clients.
+    pub lock_wait_ms: f64,
+    /// Conventional path: simulated milliseconds commits waited for the log latch.
+    pub log_wait_ms: f64,
+    /// Transaction latency (first begin to durable commit), microseconds.
+    pub latency_us: LatencySummary,
+    /// Share of record reads the cache served.
+    pub hit_ratio_measured: f64,
+    /// Device commands per committed transaction.
+    pub device_commands_per_txn: f64,
+    /// The benchmark's consistency conditions held after the run.
+    pub invariants_hold: bool,
+    /// What was checked, and any violation.
+    pub invariants: String,
+    /// Wall-clock seconds of the run (the simulator's speed, not a result).
+    pub wall_s: f64,
+}
+
+/// A benchmark's whole output.
+#[derive(Debug, Clone, Serialize)]
+pub struct OltpReport {
+    /// `tpcb` or `tpcc`.
+    pub benchmark: String,
+    /// Every figure is simulated time.
+    pub simulated: bool,
+    /// Seed.
+    pub seed: u64,
+    /// How the run was set up, in words.
+    pub setup: String,
+    /// The runs.
+    pub results: Vec<OltpResult>,
+}
+
+/// A fresh device for a run whose tables hold up to `records` records of up to `value_bytes`.
+pub fn open_device(
+    config: &OltpConfig,
+    records: u64,
+    value_bytes: usize,
+) -> Result<Device, String> {
+    let mut device_config = DeviceConfig::new(&config.flash);
+    device_config.command_ns = config.command_ns;
+    device_config.operation_ns = config.operation_ns;
+    device_config.batch_operations_max = 4096;
+    let profile = BenchProfile {
+        flash: config.flash.clone(),
+        key_bytes: KEY_BYTES,
+        value_bytes,
+        ..BenchProfile::scaled()
+    };
+    let mut kaml = profile.hash_config(HashPreset::Kaml);
+    kaml.key_in_slot = true;
+    // Every table's namespace gets a table of this size (KAML sizes its mapping tables to fit
+    // the benchmark, §V-D): load factor at most 0.5.
+    kaml.table_slots = (records * 2).max(1024);
+    kaml.write_buffer_bytes = 512 << 10;
+    kaml.dram_budget_bytes = kaml
+        .dram_budget_bytes
+        .max(kaml.table_slots * 16 * 2 + kaml.write_buffer_bytes);
+    device_config.kaml = kaml;
+    device_config.block.logical_block_bytes = PAGE_BYTES;
+    device_config.block.write_buffer_bytes = 512 << 10;
+    device_config.block.dram_budget_bytes = 0;
+    let flash = kvssd_flash::Flash::new(config.flash.geometry, Some(config.flash.timing.clone()))
+        .map_err(|error| error.to_string())?;
+    Device::open(flash, device_config).map_err(|error| error.to_string())
+}
+
+/// A host over a fresh device for one run.
+pub fn open_host(
+    config: &OltpConfig,
+    path: CommitPath,
+    granularity: u64,
+    cache_bytes: u64,
+    records: u64,
+    value_bytes: usize,
+) -> Result<Host, String> {
+    let device = Arc::new(open_device(config, records, value_bytes)?);
+    let mut host_config = HostConfig::new(cache_bytes);
+    host_config.lock_granularity = granularity;
+    host_config.commit_path = path;
+    host_config.private_bytes_max = 1 << 20;
+    host_config.conventional = ConventionalConfig {
+        page_bytes: PAGE_BYTES as usize,
+        ..ConventionalConfig::default()
+    };
+    Host::open(device, host_config).map_err(|error| error.to_string())
+}
+
+/// KAML §V-D2's balls-into-bins estimate: with `keys` records in bins of `per_lock` and `updates`
+/// updates arriving together, each to a uniformly chosen record, the expected number of updates
+/// that find their lock already taken: N - (K/l) [1 - (1 - l/K)^N].
+pub fn expected_conflicts(keys: f64, per_lock: f64, updates: f64) -> f64 {
+    let bins = (keys / per_lock).max(1.0);
+    updates - bins * (1.0 - (1.0 - 1.0 / bins).powf(updates))
+}
+
+/// The text table of a report.
+pub fn table(report: &OltpReport) -> String {
+    let mut out = format!(
+        "{:<14} {:<13} {:>5} {:>5} {:>8} {:>12} {:>8} {:>9} {:>11} {:>9} {:>9} {:>6} {:>10}\n",
+        "transaction",
+        "commit path",
+        "gran",
+        "hit",
+        "clients",
+        "tps (sim)",
+        "aborts",
+        "waits",
+        "wait ms",
+        "p50 us",
+        "p99 us",
+        "hit%",
+        "invariants"
+    );
+    for result in &report.results {
+        out.push_str(&format!(
+            "{:<14} {:<13} {:>5} {:>5.2} {:>8} {:>12.0} {:>8} {:>9} {:>11.1} {:>9.0} {:>9.0} {:>6.1} {:>10}\n",
+            result.transaction,
+            result.params.commit_path,
+            result.params.lock_granularity,
+            result.params.hit_ratio,
+            result.params.clients,
+            result.throughput_tps,
+            result.aborts,
+            result.lock_waits,
+            result.lock_wait_ms,
+            result.latency_us.p50,
+            result.latency_us.p99,
+            result.hit_ratio_measured * 100.0,
+            if result.invariants_hold { "hold" } else { "VIOLATED" }
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn balls_into_bins_has_no_conflicts_with_one_update_and_more_with_bigger_bins() {
+        assert!(expected_conflicts(1000.0, 1.0, 1.0).abs() < 1e-9);
+        let fine = expected_conflicts(1000.0, 1.0, 16.0);
+        let coarse = expected_conflicts(1000.0, 16.0, 16.0);
+        assert!(coarse > fine);
+        // 16 updates into one bin: 15 of them conflict.
+        assert!((expected_conflicts(16.0, 16.0, 16.0) - 15.0).abs() < 1e-9);
+    }
+}

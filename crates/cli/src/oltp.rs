@@ -1,0 +1,280 @@
+//! `kvssd bench tpcb` and `kvssd bench tpcc`: the OLTP benchmarks through the host layer.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use kvssd_bench::oltp::{self, OltpConfig, OltpReport};
+use kvssd_host::CommitPath;
+
+/// The run grid and device, shared by both benchmarks.
+#[derive(Debug, Args)]
+pub(crate) struct OltpArgs {
+    /// Closed-loop clients, one transaction in flight each.
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) clients: u32,
+    /// Transactions committed per run.
+    #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) transactions: u64,
+    /// Records per lock, comma-separated (KAML Fig. 9: 1 and 16).
+    #[arg(long, default_value = "1,16", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) lock_granularity: Vec<u64>,
+    /// Cache hit ratios, comma-separated: the cache holds this share of the records (KAML Fig. 9:
+    /// 0.8 and 1.0).
+    #[arg(long, default_value = "0.8,1.0", value_delimiter = ',', value_parser = parse_hit_ratio)]
+    pub(crate) hit_ratio: Vec<f64>,
+    /// Commit paths, comma-separated: kaml (one atomic batch per commit) and conventional
+    /// (records in pages on the block preset, one central synchronous log; Shore-MT's shape, not
+    /// Shore-MT).
+    #[arg(long, default_value = "kaml,conventional", value_delimiter = ',', value_parser = parse_commit_path)]
+    pub(crate) commit_path: Vec<CommitPath>,
+    /// Host CPU per transaction step, nanoseconds.
+    #[arg(long, default_value_t = 2_000)]
+    pub(crate) step_ns: u64,
+    /// Size the simulated card: blocks per die (PinK's card shape, 8 x 8 dies of 2 MiB blocks).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(4..=1_048_576))]
+    pub(crate) blocks_per_die: u32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Write the results as one JSON object to this file.
+    #[arg(long)]
+    pub(crate) json: Option<std::path::PathBuf>,
+}
+
+impl OltpArgs {
+    fn config(&self) -> OltpConfig {
+        OltpConfig {
+            flash: kvssd_flash::Profile::pink_with_blocks(self.blocks_per_die),
+            commit_paths: self.commit_path.clone(),
+            lock_granularities: self.lock_granularity.clone(),
+            hit_ratios: self.hit_ratio.clone(),
+            clients: self.clients,
+            transactions: self.transactions,
+            step_ns: self.step_ns,
+            seed: self.seed,
+            ..OltpConfig::default_config()
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TpcbArgs {
+    /// Scale factor: branches (TPC-B; KAML ran 100).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub(crate) scale: u32,
+    /// Accounts per branch (TPC-B: 100000).
+    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) accounts_per_branch: u64,
+    #[command(flatten)]
+    pub(crate) oltp: OltpArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TpccArgs {
+    /// Scale factor: warehouses (KAML ran 100, about 27 GB of values; 10 is the comparison
+    /// point here).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub(crate) scale: u32,
+    /// Transactions, comma-separated, each run alone: new-order, payment.
+    #[arg(long, default_value = "new-order,payment", value_delimiter = ',', value_parser = parse_transaction)]
+    pub(crate) transaction: Vec<kvssd_bench::tpcc::Transaction>,
+    #[command(flatten)]
+    pub(crate) oltp: OltpArgs,
+}
+
+fn parse_transaction(text: &str) -> Result<kvssd_bench::tpcc::Transaction, String> {
+    match text {
+        "new-order" => Ok(kvssd_bench::tpcc::Transaction::NewOrder),
+        "payment" => Ok(kvssd_bench::tpcc::Transaction::Payment),
+        _ => Err("unknown transaction (expected new-order or payment)".into()),
+    }
+}
+
+pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
+    use kvssd_bench::tpcc;
+    let config = tpcc::TpccConfig {
+        oltp: args.oltp.config(),
+        scale: args.scale,
+        transactions: args.transaction,
+    };
+    eprintln!(
+        "kvssd bench tpcc: scale {} warehouses, transactions {:?}, {} clients, {} transactions \
+         per run, commit paths {:?}, lock granularity {:?}, hit ratio {:?}; pink card [{}]; seed \
+         {} (simulated time)",
+        config.scale,
+        config
+            .transactions
+            .iter()
+            .map(|transaction| transaction.name())
+            .collect::<Vec<_>>(),
+        config.oltp.clients,
+        config.oltp.transactions,
+        config
+            .oltp
+            .commit_paths
+            .iter()
+            .map(|path| path.name())
+            .collect::<Vec<_>>(),
+        config.oltp.lock_granularities,
+        config.oltp.hit_ratios,
+        config.oltp.flash.geometry,
+        config.oltp.seed
+    );
+    let started = std::time::Instant::now();
+    let result = tpcc::run(&config, &mut |line| {
+        eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+    });
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("kvssd: tpcc failed: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let warehouses = f64::from(config.scale);
+    let clients = f64::from(config.oltp.clients);
+    let mut estimate = String::from(
+        "balls into bins (KAML §V-D2), expected conflicting updates among N = clients \
+         updates arriving together, per table a transaction updates (uniform keys; TPC-C's \
+         terminals and NURand make the real ones hotter):\n",
+    );
+    for (name, keys) in [
+        ("warehouse", warehouses),
+        ("district", warehouses * tpcc::DISTRICTS as f64),
+        (
+            "customer",
+            warehouses * (tpcc::DISTRICTS * tpcc::CUSTOMERS) as f64,
+        ),
+        ("stock", warehouses * tpcc::ITEMS as f64),
+    ] {
+        estimate.push_str(&format!("  {name:<9} K={keys:<10}"));
+        for &granularity in &config.oltp.lock_granularities {
+            estimate.push_str(&format!(
+                "  l={granularity}: {:.2}",
+                oltp::expected_conflicts(keys, granularity as f64, clients)
+            ));
+        }
+        estimate.push('\n');
+    }
+    finish(&report, &estimate, args.oltp.json.as_deref())
+}
+
+fn parse_hit_ratio(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(ratio) if ratio > 0.0 && ratio <= 1.0 => Ok(ratio),
+        _ => Err("must be a number in (0, 1]".into()),
+    }
+}
+
+fn parse_commit_path(text: &str) -> Result<CommitPath, String> {
+    match text {
+        "kaml" => Ok(CommitPath::Kaml),
+        "conventional" => Ok(CommitPath::Conventional),
+        _ => Err("unknown commit path (expected kaml or conventional)".into()),
+    }
+}
+
+pub(crate) fn run_tpcb(args: TpcbArgs) -> ExitCode {
+    use kvssd_bench::tpcb;
+    let config = tpcb::TpcbConfig {
+        oltp: args.oltp.config(),
+        scale: args.scale,
+        accounts_per_branch: args.accounts_per_branch,
+    };
+    eprintln!(
+        "kvssd bench tpcb: scale {} ({} accounts per branch, {} B values), {} clients, {} \
+         transactions per run, commit paths {:?}, lock granularity {:?}, hit ratio {:?}; pink card \
+         [{}]; seed {} (simulated time)",
+        config.scale,
+        config.accounts_per_branch,
+        tpcb::VALUE_BYTES,
+        config.oltp.clients,
+        config.oltp.transactions,
+        config
+            .oltp
+            .commit_paths
+            .iter()
+            .map(|path| path.name())
+            .collect::<Vec<_>>(),
+        config.oltp.lock_granularities,
+        config.oltp.hit_ratios,
+        config.oltp.flash.geometry,
+        config.oltp.seed
+    );
+    let started = std::time::Instant::now();
+    let result = tpcb::run(&config, &mut |line| {
+        eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+    });
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => {
+            eprintln!("kvssd: tpcb failed: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let branches = f64::from(config.scale);
+    let clients = f64::from(config.oltp.clients);
+    let mut estimate = String::from(
+        "balls into bins (KAML §V-D2), expected conflicting updates among N = clients \
+         updates arriving together:\n",
+    );
+    for (name, keys) in [
+        ("branch", branches),
+        ("teller", branches * tpcb::TELLERS_PER_BRANCH as f64),
+        ("account", branches * config.accounts_per_branch as f64),
+    ] {
+        estimate.push_str(&format!("  {name:<8} K={keys:<10}"));
+        for &granularity in &config.oltp.lock_granularities {
+            estimate.push_str(&format!(
+                "  l={granularity}: {:.2}",
+                oltp::expected_conflicts(keys, granularity as f64, clients)
+            ));
+        }
+        estimate.push('\n');
+    }
+    finish(&report, &estimate, args.oltp.json.as_deref())
+}
+
+/// Prints the table, the estimate and the 1 → coarser drop, writes the JSON; fails if an
+/// invariant was violated.
+fn finish(report: &OltpReport, estimate: &str, json: Option<&std::path::Path>) -> ExitCode {
+    println!("{}", report.setup);
+    print!("{}", oltp::table(report));
+    print!("{estimate}");
+    for result in &report.results {
+        if result.params.lock_granularity == 1 {
+            continue;
+        }
+        let fine = report.results.iter().find(|other| {
+            other.transaction == result.transaction
+                && other.params.lock_granularity == 1
+                && other.params.commit_path == result.params.commit_path
+                && other.params.hit_ratio == result.params.hit_ratio
+        });
+        if let Some(fine) = fine {
+            println!(
+                "{} {} hit {}: granularity 1 -> {}: throughput {:+.1}%",
+                result.transaction,
+                result.params.commit_path,
+                result.params.hit_ratio,
+                result.params.lock_granularity,
+                (result.throughput_tps / fine.throughput_tps.max(1e-9) - 1.0) * 100.0
+            );
+        }
+    }
+    if let Some(path) = json {
+        let written = serde_json::to_string_pretty(report)
+            .map_err(|error| error.to_string())
+            .and_then(|json| std::fs::write(path, json + "\n").map_err(|error| error.to_string()));
+        if let Err(error) = written {
+            eprintln!("kvssd: cannot write {}: {error}", path.display());
+            return ExitCode::FAILURE;
+        }
+        println!("wrote {}", path.display());
+    }
+    if report.results.iter().any(|result| !result.invariants_hold) {
+        eprintln!("kvssd: a consistency condition was violated (see the invariants column)");
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
