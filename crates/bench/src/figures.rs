@@ -128,9 +128,14 @@ fn run_section(out: &mut String, run: &FiguresRun) -> Result<(), FiguresError> {
         _ => "wall-clock time",
     };
     let _ = writeln!(out, "## `{}`\n", run.command);
+    let controller = json
+        .get("controller")
+        .and_then(Value::as_str)
+        .map(|controller| format!(", controller model `{controller}`"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
-        "Profile `{}`, seed {seed}, {clock}. Latencies in microseconds.\n",
+        "Profile `{}`, seed {seed}{controller}, {clock}. Latencies in microseconds.\n",
         text(json, "profile")
     );
     if let Some(notes) = json.get("notes").and_then(Value::as_array) {
