@@ -191,22 +191,28 @@ pub(crate) fn decode_slots(
     } else {
         (1u64 << bits) - 1
     };
+    let slot_len = 8 + signature_len;
+    // One bounds check for the whole array, then fixed-size slots (a miss of the bucket cache
+    // decodes a whole page, so this runs once per bucket read).
+    let array = HEADER_BYTES
+        .checked_add(slot_count * slot_len)
+        .and_then(|end| bytes.get(HEADER_BYTES..end))
+        .ok_or(bad("slot runs past the page"))?;
     let mut slots = Vec::with_capacity(slot_count);
-    let mut at = HEADER_BYTES;
-    for _ in 0..slot_count {
-        let pointer = read_u64(bytes, at).ok_or(bad("slot runs past the page"))?;
+    for slot in array.chunks_exact(slot_len) {
+        let (pointer, signature_bytes) = slot.split_at(8);
+        let mut pointer_le = [0u8; 8];
+        pointer_le.copy_from_slice(pointer);
         let mut signature = [0u8; 8];
-        signature[..signature_len].copy_from_slice(
-            bytes
-                .get(at + 8..at + 8 + signature_len)
-                .ok_or(bad("slot runs past the page"))?,
-        );
+        signature[..signature_len].copy_from_slice(signature_bytes);
         let signature = u64::from_le_bytes(signature);
         if signature > limit {
             return Err(bad("signature wider than the table's"));
         }
-        slots.push(Slot { signature, pointer });
-        at += 8 + signature_len;
+        slots.push(Slot {
+            signature,
+            pointer: u64::from_le_bytes(pointer_le),
+        });
     }
     Ok(slots)
 }
