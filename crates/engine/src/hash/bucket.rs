@@ -203,9 +203,12 @@ pub(crate) fn decode_slots(
         let (pointer, signature_bytes) = slot.split_at(8);
         let mut pointer_le = [0u8; 8];
         pointer_le.copy_from_slice(pointer);
-        let mut signature = [0u8; 8];
-        signature[..signature_len].copy_from_slice(signature_bytes);
-        let signature = u64::from_le_bytes(signature);
+        // Little-endian, `signature_len` (1 to 8) bytes: a short loop the compiler unrolls,
+        // where a copy of a variable length would call memcpy for every slot.
+        let signature = signature_bytes
+            .iter()
+            .rev()
+            .fold(0u64, |value, &byte| (value << 8) | u64::from(byte));
         if signature > limit {
             return Err(bad("signature wider than the table's"));
         }
