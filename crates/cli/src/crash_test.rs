@@ -155,10 +155,12 @@ pub fn run(args: CrashTestArgs) -> ExitCode {
         }
     }
     println!(
-        "survived {survived} of {} crash points (seed {}, preset {}, {} commands, {total} flash operations)",
+        "survived {survived} of {} crash points (seed {}, preset {}, mode {}, controller {}, {} commands, {total} flash operations)",
         cuts.len(),
         args.seed,
         args.preset.name(),
+        config.mode_name(),
+        crash::controller_name(config.controller),
         args.commands
     );
     if failures.is_empty() {
