@@ -14,6 +14,8 @@
 //! Servers run on the `test_min` profile (256 KiB) in temporary directories, on ports the
 //! kernel picks. Seeded: `KVSSD_SEED=<n>` replays the random parts.
 
+use rand_core::{Rng as _, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -115,19 +117,20 @@ fn seed() -> u64 {
         .unwrap_or(0x5e4e)
 }
 
-struct Rng(u64);
+/// Seeded draws for the tests' random frames and loads.
+struct Rng(Xoshiro256PlusPlus);
 
 impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
+    }
+
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
+        self.next() % n.max(1)
     }
 }
 
@@ -493,7 +496,7 @@ fn serve_survives_random_and_truncated_frames() {
         &[b"SCAN", b"0", b"COUNT", b"3"],
         &[b"PING"],
     ];
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for round in 0..300 {
         let mut bytes = Vec::new();
         for _ in 0..1 + rng.below(4) {
@@ -611,7 +614,7 @@ fn write_load(
     };
     let mut answered_total = 0u64;
     let _ = stream.set_read_timeout(Some(Duration::from_secs(20)));
-    let mut rng = Rng(seed ^ (writer as u64) << 32);
+    let mut rng = Rng::new(seed ^ (writer as u64) << 32);
     let mut sequence = 0u64;
     loop {
         let depth = 1 + rng.below(16);
@@ -666,7 +669,7 @@ fn sigkill_rounds(kills: u64, writers: usize) {
     let dir = tempfile::tempdir().expect("tempdir");
     let image: PathBuf = dir.path().join("image");
     let seed = seed();
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let keys = 40;
     let shadows: Vec<Arc<Mutex<Shadow>>> = (0..writers)
         .map(|_| Arc::new(Mutex::new(Shadow::default())))
@@ -877,7 +880,7 @@ fn bad_frames(frames: u64, senders: u64) -> (u64, u64, u64, Duration) {
     let senders: Vec<_> = (0..senders)
         .map(|sender| {
             std::thread::spawn(move || {
-                let mut rng = Rng(seed ^ (sender << 40));
+                let mut rng = Rng::new(seed ^ (sender << 40));
                 for _ in 0..per_sender {
                     let bytes: Vec<u8> = match rng.below(4) {
                         // A huge declared argument, partly sent: the server buffers up to its
