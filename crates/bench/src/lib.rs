@@ -29,6 +29,7 @@ pub mod seek;
 pub mod sim_speed;
 pub mod target;
 pub mod tpcb;
+pub mod tpcb_threads;
 pub mod tpcc;
 pub mod workload;
 pub mod ycsb;
