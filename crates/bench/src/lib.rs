@@ -33,6 +33,7 @@ pub mod tpcb_threads;
 pub mod tpcc;
 pub mod workload;
 pub mod ycsb;
+pub mod ycsb_host;
 
 mod latency;
 

@@ -327,14 +327,14 @@ pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
     finish(&report, &estimate, args.oltp.json.as_deref())
 }
 
-fn parse_hit_ratio(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_hit_ratio(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(ratio) if ratio > 0.0 && ratio <= 1.0 => Ok(ratio),
         _ => Err("must be a number in (0, 1]".into()),
     }
 }
 
-fn parse_commit_path(text: &str) -> Result<CommitPath, String> {
+pub(crate) fn parse_commit_path(text: &str) -> Result<CommitPath, String> {
     match text {
         "kaml" => Ok(CommitPath::Kaml),
         "conventional" => Ok(CommitPath::Conventional),
@@ -408,7 +408,11 @@ pub(crate) fn run_tpcb(args: TpcbArgs) -> ExitCode {
 
 /// Prints the table, the estimate and the 1 → coarser drop, writes the JSON; fails if an
 /// invariant was violated.
-fn finish(report: &OltpReport, estimate: &str, json: Option<&std::path::Path>) -> ExitCode {
+pub(crate) fn finish(
+    report: &OltpReport,
+    estimate: &str,
+    json: Option<&std::path::Path>,
+) -> ExitCode {
     println!("{}", report.setup);
     print!("{}", oltp::table(report));
     print!("{estimate}");
@@ -448,4 +452,72 @@ fn finish(report: &OltpReport, estimate: &str, json: Option<&std::path::Path>) -
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// `kvssd bench ycsb --host`: YCSB through the host layer (KAML Fig. 10).
+pub(crate) fn run_ycsb_host(args: crate::args::YcsbArgs) -> ExitCode {
+    use kvssd_bench::ycsb_host;
+    let mut config = ycsb_host::YcsbHostConfig::default_config();
+    if let Some(blocks_per_die) = args.blocks_per_die {
+        config.oltp.flash = kvssd_flash::Profile::pink_with_blocks(blocks_per_die);
+    }
+    config.oltp.commit_paths = args.commit_path.clone();
+    config.oltp.lock_granularities = args.lock_granularity.clone();
+    config.oltp.hit_ratios = args.hit_ratio.clone();
+    config.oltp.seed = args.seed;
+    if let Some(clients) = args.clients {
+        config.oltp.clients = clients;
+    }
+    if let Some(ops) = args.ops {
+        config.oltp.transactions = ops;
+    }
+    if let Some(records) = args.records {
+        config.records = records;
+    }
+    config.value_bytes = args.value_bytes as usize;
+    // Load runs first anyway; E scans, which the host cannot (the default list has it).
+    if args.workloads.iter().any(|spec| spec.scan > 0.0) {
+        eprintln!("kvssd bench ycsb --host: skipping workload e: the host layer has no range scan");
+    }
+    config.workloads = args
+        .workloads
+        .iter()
+        .filter(|spec| spec.name != "load" && spec.scan == 0.0)
+        .cloned()
+        .collect();
+    eprintln!(
+        "kvssd bench ycsb --host: {} records of 8 B keys and {} B values, workloads {:?}, {} \
+         clients, {} requests per workload, commit paths {:?}, lock granularity {:?}, hit ratio \
+         {:?}; pink card [{}]; seed {} (simulated time)",
+        config.records,
+        config.value_bytes,
+        config
+            .workloads
+            .iter()
+            .map(|spec| spec.name)
+            .collect::<Vec<_>>(),
+        config.oltp.clients,
+        config.oltp.transactions,
+        config
+            .oltp
+            .commit_paths
+            .iter()
+            .map(|path| path.name())
+            .collect::<Vec<_>>(),
+        config.oltp.lock_granularities,
+        config.oltp.hit_ratios,
+        config.oltp.flash.geometry,
+        config.oltp.seed
+    );
+    let started = std::time::Instant::now();
+    let result = ycsb_host::run(&config, &mut |line| {
+        eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+    });
+    match result {
+        Ok(report) => finish(&report, "", args.output.json.as_deref()),
+        Err(error) => {
+            eprintln!("kvssd: ycsb --host failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }
