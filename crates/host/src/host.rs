@@ -63,8 +63,8 @@ pub(crate) struct Table {
 /// and transactions with strong strict two-phase locking over a [`Device`].
 ///
 /// Every call takes the simulated time it is issued at; calls must come in non-decreasing time
-/// (the device's rule), which [`crate::sim`] guarantees for many clients. Single-threaded: share it
-/// behind a lock.
+/// (the device's rule), which [`crate::sim`] guarantees for many clients. Single-threaded: for
+/// many OS threads, share it as a [`crate::SharedHost`].
 pub struct Host {
     device: Arc<Device>,
     config: HostConfig,
