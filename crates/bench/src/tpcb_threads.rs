@@ -175,12 +175,25 @@ pub fn open_host(device: Device, config: &ThreadsConfig) -> Result<(SharedHost, 
         history: open("history").map_err(e)?,
     };
     let tpcb = config.tpcb();
-    // The population goes in branches last: the last branch present means all of it is.
-    let last_branch = key_of(tpcb.branches() - 1);
-    let (present, _) = host
-        .read_committed(0, tables.branch, &last_branch)
-        .map_err(e)?;
-    if present.is_none() {
+    let mut present = |table, number: u64| {
+        host.read_committed(0, table, &key_of(number))
+            .map(|(value, _)| value.is_some())
+    };
+    // The population goes in branches last: the last branch present means all of it is. One
+    // branch or account beyond it must be absent, or the image was loaded at another scale.
+    let loaded = present(tables.branch, tpcb.branches() - 1).map_err(e)?;
+    let other_scale = present(tables.branch, tpcb.branches()).map_err(e)?
+        || present(tables.account, tpcb.accounts()).map_err(e)?
+        || (loaded && !present(tables.account, tpcb.accounts() - 1).map_err(e)?);
+    if other_scale || (!loaded && present(tables.branch, 0).map_err(e)?) {
+        return Err(format!(
+            "the image holds a TPC-B population of another scale or accounts per branch than {} \
+             x {}",
+            tpcb.branches(),
+            tpcb.accounts_per_branch
+        ));
+    }
+    if !loaded {
         let all = (0..tpcb.accounts())
             .map(|number| (tables.account, number))
             .chain((0..tpcb.tellers()).map(|number| (tables.teller, number)))

@@ -59,6 +59,25 @@ impl Inner {
     }
 }
 
+/// Aborts and frees a transaction whose thread unwinds (a panicking program).
+struct AbortOnUnwind<'a> {
+    shared: &'a SharedHost,
+    txn: TxnId,
+}
+
+impl Drop for AbortOnUnwind<'_> {
+    fn drop(&mut self) {
+        let txn = self.txn;
+        // Nothing to report to: the thread is unwinding already.
+        let _ = self.shared.with_host(|host, at| {
+            if host.state(txn)? == TxnState::Active {
+                host.abort(at, txn)?;
+            }
+            Ok((host.free(txn)?, at))
+        });
+    }
+}
+
 /// How one transaction went under [`SharedHost::run`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RunOutcome {
@@ -128,7 +147,21 @@ impl SharedHost {
     /// other error aborts the transaction and is returned.
     pub fn run(&self, program: &mut dyn Program) -> Result<RunOutcome> {
         let txn = self.with_host(|host, at| Ok((host.begin()?, at)))?;
+        // A program that panics must not leave its locks held: other threads would sleep on
+        // them for ever.
+        let guard = AbortOnUnwind { shared: self, txn };
         let mut outcome = RunOutcome::default();
+        let result = self.run_txn(txn, program, &mut outcome);
+        std::mem::forget(guard);
+        result.map(|()| outcome)
+    }
+
+    fn run_txn(
+        &self,
+        txn: TxnId,
+        program: &mut dyn Program,
+        outcome: &mut RunOutcome,
+    ) -> Result<()> {
         loop {
             let step = program.step(&outcome.results);
             match self.step(txn, &step, &mut outcome.lock_waits) {
@@ -136,7 +169,7 @@ impl SharedHost {
                     Step::Commit | Step::Abort => {
                         outcome.committed = step == Step::Commit;
                         self.with_host(|host, at| Ok((host.free(txn)?, at)))?;
-                        return Ok(outcome);
+                        return Ok(());
                     }
                     _ => outcome.results.push(value),
                 },

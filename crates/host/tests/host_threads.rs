@@ -153,3 +153,50 @@ fn shared_host_threads_conserve_money_on_the_conventional_path() {
     run(CommitPath::Conventional, 1);
     run(CommitPath::Conventional, 16);
 }
+
+/// Takes the exclusive lock on account 0, then panics.
+struct Panics {
+    table: TableId,
+}
+
+impl Program for Panics {
+    fn step(&mut self, results: &[Option<Vec<u8>>]) -> Step {
+        if results.is_empty() {
+            return Step::ReadForUpdate(self.table, key(0));
+        }
+        panic!("the application fails mid-transaction");
+    }
+}
+
+#[test]
+fn shared_host_a_panicking_program_releases_its_locks() {
+    let profile = Profile::test_min();
+    let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+    let device = Arc::new(Device::open(flash, DeviceConfig::test_min()).expect("device"));
+    let mut host = Host::open(device, HostConfig::new(1 << 20)).expect("host");
+    let table = host.create_table("accounts", 8).expect("table");
+    let records: Vec<_> = (0..=ACCOUNTS)
+        .map(|number| (table, key(number), 0i64.to_le_bytes().to_vec()))
+        .collect();
+    host.load(0, &records).expect("load");
+    let shared = SharedHost::new(host);
+    let panicked = std::thread::scope(|scope| {
+        scope
+            .spawn(|| shared.run(&mut Panics { table }))
+            .join()
+            .is_err()
+    });
+    assert!(panicked);
+    // Younger than the panicked transaction: had it kept its lock, this one would die and sleep
+    // for ever.
+    let ran = shared
+        .run(&mut Transfer {
+            table,
+            from: 0,
+            to: 1,
+            amount: 5,
+        })
+        .expect("transfer");
+    assert!(ran.committed);
+    assert_eq!(ran.restarts, 0);
+}
