@@ -10,12 +10,16 @@
 //!   namespace as the runner's target).
 //! * [`oltp`], [`tpcb`], [`tpcc`]: `kvssd bench tpcb` and `tpcc` (and what they share), transactions
 //!   through the host layer ([`kvssd_host`]) on KAML's commit path and a conventional one.
+//! * [`tpcb_threads`]: `kvssd bench tpcb --file`, TPC-B from real OS threads on a file image
+//!   (wall-clock), and the load the SIGKILL test runs; [`ycsb_host`]: `kvssd bench ycsb --host`,
+//!   YCSB through the host layer, one transaction per request.
 //! * [`figures`]: `docs/figures.md` from the benchmarks' JSON (`kvssd report figures`).
 //! * [`sim_speed`]: how fast the simulator copies pages compared with a plain random memory copy of
 //!   the same size on this machine.
 //!
 //! Simulated figures come from the virtual clock of the timing model and are labelled as such; the
-//! simulator's own speed is the only wall-clock figure, and is labelled too.
+//! simulator's own speed and `tpcb --file`'s throughput are the only wall-clock figures, and are
+//! labelled too.
 
 pub mod figures;
 pub mod flash_bench;
@@ -29,9 +33,11 @@ pub mod seek;
 pub mod sim_speed;
 pub mod target;
 pub mod tpcb;
+pub mod tpcb_threads;
 pub mod tpcc;
 pub mod workload;
 pub mod ycsb;
+pub mod ycsb_host;
 
 mod latency;
 

@@ -59,15 +59,15 @@ impl TpcbConfig {
         }
     }
 
-    fn branches(&self) -> u64 {
+    pub(crate) fn branches(&self) -> u64 {
         u64::from(self.scale.max(1))
     }
 
-    fn tellers(&self) -> u64 {
+    pub(crate) fn tellers(&self) -> u64 {
         self.branches() * TELLERS_PER_BRANCH
     }
 
-    fn accounts(&self) -> u64 {
+    pub(crate) fn accounts(&self) -> u64 {
         self.branches() * self.accounts_per_branch
     }
 }
@@ -78,13 +78,13 @@ pub fn key_of(number: u64) -> Vec<u8> {
 }
 
 /// A record with `balance` first.
-fn record(balance: i64, filler: u8) -> Vec<u8> {
+pub(crate) fn record(balance: i64, filler: u8) -> Vec<u8> {
     let mut value = vec![filler; VALUE_BYTES];
     value[..8].copy_from_slice(&balance.to_le_bytes());
     value
 }
 
-fn balance(value: Option<&Vec<u8>>) -> i64 {
+pub(crate) fn balance(value: Option<&Vec<u8>>) -> i64 {
     value.and_then(|value| value.get(..8)).map_or(0, |bytes| {
         let mut array = [0u8; 8];
         array.copy_from_slice(bytes);
@@ -94,11 +94,15 @@ fn balance(value: Option<&Vec<u8>>) -> i64 {
 
 /// The four tables.
 #[derive(Debug, Clone, Copy)]
-struct Tables {
-    branch: TableId,
-    teller: TableId,
-    account: TableId,
-    history: TableId,
+pub struct Tables {
+    /// BRANCH.
+    pub branch: TableId,
+    /// TELLER.
+    pub teller: TableId,
+    /// ACCOUNT.
+    pub account: TableId,
+    /// HISTORY.
+    pub history: TableId,
 }
 
 /// One AccountUpdate.
@@ -140,15 +144,17 @@ impl Program for AccountUpdate {
 }
 
 /// History keys: the client in the top bits, its transaction sequence below.
-const HISTORY_CLIENT_SHIFT: u32 = 40;
+pub(crate) const HISTORY_CLIENT_SHIFT: u32 = 40;
 
-struct Generator {
-    rng: Xoshiro256PlusPlus,
-    tables: Tables,
-    branches: u64,
-    accounts_per_branch: u64,
+pub(crate) struct Generator {
+    pub(crate) rng: Xoshiro256PlusPlus,
+    pub(crate) tables: Tables,
+    pub(crate) branches: u64,
+    pub(crate) accounts_per_branch: u64,
+    /// Added to the client number in history keys (threads of several processes on one image).
+    pub(crate) client_base: u64,
     /// Transactions issued per client (history keys `client << 40 | 0..issued`).
-    issued: Vec<u64>,
+    pub(crate) issued: Vec<u64>,
 }
 
 impl Workload for Generator {
@@ -171,7 +177,7 @@ impl Workload for Generator {
             + self.rng.next_u64() % self.accounts_per_branch;
         let delta = (self.rng.next_u64() % (2 * DELTA_MAX as u64 + 1)) as i64 - DELTA_MAX;
         let sequence = &mut self.issued[client as usize];
-        let history = (u64::from(client) << HISTORY_CLIENT_SHIFT) | *sequence;
+        let history = ((self.client_base + u64::from(client)) << HISTORY_CLIENT_SHIFT) | *sequence;
         *sequence += 1;
         Box::new(AccountUpdate {
             tables: self.tables,
@@ -292,6 +298,7 @@ fn run_one(
         tables,
         branches: config.branches(),
         accounts_per_branch: config.accounts_per_branch,
+        client_base: 0,
         issued: vec![0; config.oltp.clients.max(1) as usize],
     };
     let before = host.stats();

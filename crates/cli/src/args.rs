@@ -184,6 +184,24 @@ pub(crate) struct YcsbArgs {
     /// Seed of every request stream.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// Run through the host layer instead (KAML Fig. 10): each request a one-record transaction
+    /// through the record cache, on a `kaml` table (presets, profile and controller are not
+    /// used; --records defaults to 100000 of 1 KiB, --ops to 20000, --clients to 16; no
+    /// workload E: the host has no range scan).
+    #[arg(long)]
+    pub(crate) host: bool,
+    /// With --host: cache hit ratios, comma-separated (the cache holds this share of the records).
+    #[arg(long, default_value = "0.8,1.0", value_delimiter = ',', value_parser = crate::oltp::parse_hit_ratio)]
+    pub(crate) hit_ratio: Vec<f64>,
+    /// With --host: commit paths, comma-separated (kaml, conventional).
+    #[arg(long, default_value = "kaml", value_delimiter = ',', value_parser = crate::oltp::parse_commit_path)]
+    pub(crate) commit_path: Vec<kvssd_host::CommitPath>,
+    /// With --host: records per lock, comma-separated.
+    #[arg(long, default_value = "1", value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub(crate) lock_granularity: Vec<u64>,
+    /// With --host: bytes of every value.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    pub(crate) value_bytes: u64,
     #[command(flatten)]
     pub(crate) output: OutputArgs,
     #[command(flatten)]

@@ -7,6 +7,9 @@ use crate::args::{GcArgs, KamlMicroArgs, RunArgs, SeekArgs, YcsbArgs};
 
 pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
     use kvssd_bench::ycsb;
+    if args.host {
+        return crate::oltp::run_ycsb_host(args);
+    }
     let mut profile = match sized(args.profile, args.blocks_per_die) {
         Ok(profile) => profile,
         Err(code) => return code,

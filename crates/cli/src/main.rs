@@ -48,6 +48,10 @@ enum Command {
     /// Turn benchmarks' JSON into documents.
     #[command(subcommand)]
     Report(ReportCommand),
+    /// Run TPC-B from several threads on a file image, printing each acknowledged commit (for the
+    /// SIGKILL test).
+    #[command(hide = true)]
+    TpcbLoop(Box<oltp::TpcbLoopArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -114,6 +118,7 @@ fn main() -> ExitCode {
         Command::Bench(BenchCommand::Tpcc(args)) => oltp::run_tpcc(*args),
         Command::Report(ReportCommand::Figures(args)) => run_figures(args),
         Command::Serve(args) => run_serve(*args),
+        Command::TpcbLoop(args) => oltp::run_tpcb_loop(*args),
     }
 }
 

@@ -65,8 +65,176 @@ pub(crate) struct TpcbArgs {
     /// Accounts per branch (TPC-B: 100000).
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) accounts_per_branch: u64,
+    /// Run on a file image at this path instead (created if absent, with --blocks-per-die;
+    /// loaded if not yet), with real OS threads on the KAML commit path: wall-clock throughput.
+    /// Uses the first --lock-granularity and --hit-ratio; --transactions in all.
+    #[arg(long)]
+    pub(crate) file: Option<std::path::PathBuf>,
+    /// With --file: OS threads running transactions at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) threads: u32,
     #[command(flatten)]
     pub(crate) oltp: OltpArgs,
+}
+
+/// `kvssd tpcb-loop` (hidden): the SIGKILL test's child.
+#[derive(Debug, Args)]
+pub(crate) struct TpcbLoopArgs {
+    /// Image file (created if absent).
+    path: std::path::PathBuf,
+    /// OS threads running AccountUpdates at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
+    /// AccountUpdates each thread commits.
+    #[arg(long, default_value_t = 1_000_000)]
+    transactions: u64,
+    /// This run's number on the image (history keys never repeat across runs).
+    #[arg(long, default_value_t = 0)]
+    run: u64,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Branches.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    scale: u32,
+    /// Accounts per branch.
+    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(1..))]
+    accounts_per_branch: u64,
+    /// Run nothing: print every history row (`row N`) and the balances (`state ...`), then
+    /// close cleanly.
+    #[arg(long)]
+    check: bool,
+}
+
+/// The SIGKILL test's child: prints `ack N` (N the history key) once each commit is durable;
+/// with --check prints the image's history rows and balance sums instead.
+pub(crate) fn run_tpcb_loop(args: TpcbLoopArgs) -> ExitCode {
+    use kvssd_bench::tpcb_threads::{self, ThreadsConfig};
+    use std::io::Write;
+    let mut config = ThreadsConfig::new(args.threads, args.transactions);
+    config.scale = args.scale;
+    config.accounts_per_branch = args.accounts_per_branch;
+    config.run = args.run;
+    config.seed = args.seed;
+    let geometry = kvssd_flash::Profile::pink_with_blocks(4).geometry;
+    let result = (|| -> Result<(), String> {
+        let device = tpcb_threads::open_image(&args.path, &geometry)?;
+        let (shared, tables) = tpcb_threads::open_host(device, &config)?;
+        if args.check {
+            let state = tpcb_threads::read_state(&shared, tables, &config)?;
+            let mut out = std::io::stdout().lock();
+            for row in &state.history {
+                writeln!(out, "row {row}").map_err(|e| e.to_string())?;
+            }
+            writeln!(
+                out,
+                "state {} {} {} {} {}",
+                state.accounts,
+                state.tellers,
+                state.branches,
+                state.deltas,
+                if state.balanced() {
+                    "balanced"
+                } else {
+                    "unbalanced"
+                }
+            )
+            .map_err(|e| e.to_string())?;
+        } else {
+            println!("ready");
+            tpcb_threads::run_threads(&shared, tables, &config, &|history| {
+                let mut out = std::io::stdout().lock();
+                let _ = writeln!(out, "ack {history}").and_then(|()| out.flush());
+            })?;
+        }
+        tpcb_threads::close(shared)
+    })();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("kvssd: tpcb-loop: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `kvssd bench tpcb --file PATH`: real threads on a file image.
+fn run_tpcb_file(args: &TpcbArgs, path: &std::path::Path) -> ExitCode {
+    use kvssd_bench::tpcb_threads::{self, ThreadsConfig};
+    let granularity = args.oltp.lock_granularity.first().copied().unwrap_or(1);
+    let hit_ratio = args.oltp.hit_ratio.first().copied().unwrap_or(1.0);
+    let records = u64::from(args.scale) * (args.accounts_per_branch + 11);
+    let mut config = ThreadsConfig::new(
+        args.threads,
+        args.oltp.transactions.div_ceil(u64::from(args.threads)),
+    );
+    config.scale = args.scale;
+    config.accounts_per_branch = args.accounts_per_branch;
+    config.seed = args.oltp.seed;
+    config.lock_granularity = granularity;
+    config.cache_bytes =
+        kvssd_bench::tpcb::cache_bytes_for(hit_ratio, records, kvssd_bench::tpcb::VALUE_BYTES);
+    // A run number from the history already there keeps its keys apart from earlier runs'.
+    let geometry = kvssd_flash::Profile::pink_with_blocks(args.oltp.blocks_per_die).geometry;
+    eprintln!(
+        "kvssd bench tpcb --file {}: scale {} ({} accounts per branch, {} B values), {} OS \
+         threads x {} transactions, kaml commit path, lock granularity {granularity}, hit ratio \
+         {hit_ratio}; file media, write-ahead log synced per command; seed {} (wall-clock)",
+        path.display(),
+        config.scale,
+        config.accounts_per_branch,
+        kvssd_bench::tpcb::VALUE_BYTES,
+        config.threads,
+        config.transactions_per_thread,
+        config.seed
+    );
+    let started = std::time::Instant::now();
+    let run = (|| -> Result<_, String> {
+        if path.exists() {
+            // Find this image's next run number.
+            let device = tpcb_threads::open_image(path, &geometry)?;
+            let (shared, tables) = tpcb_threads::open_host(device, &config)?;
+            let state = tpcb_threads::read_state(&shared, tables, &config)?;
+            let clients = state
+                .history
+                .iter()
+                .map(|&key| tpcb_threads::history_client(key).0 + 1)
+                .max()
+                .unwrap_or(0);
+            config.run = clients.div_ceil(u64::from(config.threads));
+            tpcb_threads::close(shared)?;
+        }
+        tpcb_threads::run_on_file(path, &geometry, &config)
+    })();
+    let (outcome, state, rows_match) = match run {
+        Ok(run) => run,
+        Err(error) => {
+            eprintln!("kvssd: tpcb failed: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!(
+        "tpcb on file: {} threads, {} committed in {:.2} s: {:.0} tps (wall-clock), {} wait-die \
+         restarts, {} lock waits (total {:.1} s with open, load and check)",
+        config.threads,
+        outcome.committed,
+        outcome.wall_s,
+        outcome.wall_tps(),
+        outcome.restarts,
+        outcome.lock_waits,
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "invariants: {state}; this run's history rows match its {} acknowledged commits: {}",
+        outcome.committed,
+        if rows_match { "yes" } else { "NO" }
+    );
+    if state.balanced() && rows_match {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!("kvssd: a consistency condition was violated");
+        ExitCode::FAILURE
+    }
 }
 
 #[derive(Debug, Args)]
@@ -159,14 +327,14 @@ pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
     finish(&report, &estimate, args.oltp.json.as_deref())
 }
 
-fn parse_hit_ratio(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_hit_ratio(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(ratio) if ratio > 0.0 && ratio <= 1.0 => Ok(ratio),
         _ => Err("must be a number in (0, 1]".into()),
     }
 }
 
-fn parse_commit_path(text: &str) -> Result<CommitPath, String> {
+pub(crate) fn parse_commit_path(text: &str) -> Result<CommitPath, String> {
     match text {
         "kaml" => Ok(CommitPath::Kaml),
         "conventional" => Ok(CommitPath::Conventional),
@@ -176,6 +344,9 @@ fn parse_commit_path(text: &str) -> Result<CommitPath, String> {
 
 pub(crate) fn run_tpcb(args: TpcbArgs) -> ExitCode {
     use kvssd_bench::tpcb;
+    if let Some(path) = &args.file {
+        return run_tpcb_file(&args, path);
+    }
     let config = tpcb::TpcbConfig {
         oltp: args.oltp.config(),
         scale: args.scale,
@@ -237,7 +408,11 @@ pub(crate) fn run_tpcb(args: TpcbArgs) -> ExitCode {
 
 /// Prints the table, the estimate and the 1 → coarser drop, writes the JSON; fails if an
 /// invariant was violated.
-fn finish(report: &OltpReport, estimate: &str, json: Option<&std::path::Path>) -> ExitCode {
+pub(crate) fn finish(
+    report: &OltpReport,
+    estimate: &str,
+    json: Option<&std::path::Path>,
+) -> ExitCode {
     println!("{}", report.setup);
     print!("{}", oltp::table(report));
     print!("{estimate}");
@@ -277,4 +452,72 @@ fn finish(report: &OltpReport, estimate: &str, json: Option<&std::path::Path>) -
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
+}
+
+/// `kvssd bench ycsb --host`: YCSB through the host layer (KAML Fig. 10).
+pub(crate) fn run_ycsb_host(args: crate::args::YcsbArgs) -> ExitCode {
+    use kvssd_bench::ycsb_host;
+    let mut config = ycsb_host::YcsbHostConfig::default_config();
+    if let Some(blocks_per_die) = args.blocks_per_die {
+        config.oltp.flash = kvssd_flash::Profile::pink_with_blocks(blocks_per_die);
+    }
+    config.oltp.commit_paths = args.commit_path.clone();
+    config.oltp.lock_granularities = args.lock_granularity.clone();
+    config.oltp.hit_ratios = args.hit_ratio.clone();
+    config.oltp.seed = args.seed;
+    if let Some(clients) = args.clients {
+        config.oltp.clients = clients;
+    }
+    if let Some(ops) = args.ops {
+        config.oltp.transactions = ops;
+    }
+    if let Some(records) = args.records {
+        config.records = records;
+    }
+    config.value_bytes = args.value_bytes as usize;
+    // Load runs first anyway; E scans, which the host cannot (the default list has it).
+    if args.workloads.iter().any(|spec| spec.scan > 0.0) {
+        eprintln!("kvssd bench ycsb --host: skipping workload e: the host layer has no range scan");
+    }
+    config.workloads = args
+        .workloads
+        .iter()
+        .filter(|spec| spec.name != "load" && spec.scan == 0.0)
+        .cloned()
+        .collect();
+    eprintln!(
+        "kvssd bench ycsb --host: {} records of 8 B keys and {} B values, workloads {:?}, {} \
+         clients, {} requests per workload, commit paths {:?}, lock granularity {:?}, hit ratio \
+         {:?}; pink card [{}]; seed {} (simulated time)",
+        config.records,
+        config.value_bytes,
+        config
+            .workloads
+            .iter()
+            .map(|spec| spec.name)
+            .collect::<Vec<_>>(),
+        config.oltp.clients,
+        config.oltp.transactions,
+        config
+            .oltp
+            .commit_paths
+            .iter()
+            .map(|path| path.name())
+            .collect::<Vec<_>>(),
+        config.oltp.lock_granularities,
+        config.oltp.hit_ratios,
+        config.oltp.flash.geometry,
+        config.oltp.seed
+    );
+    let started = std::time::Instant::now();
+    let result = ycsb_host::run(&config, &mut |line| {
+        eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+    });
+    match result {
+        Ok(report) => finish(&report, "", args.output.json.as_deref()),
+        Err(error) => {
+            eprintln!("kvssd: ycsb --host failed: {error}");
+            ExitCode::FAILURE
+        }
+    }
 }

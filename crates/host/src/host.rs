@@ -63,8 +63,8 @@ pub(crate) struct Table {
 /// and transactions with strong strict two-phase locking over a [`Device`].
 ///
 /// Every call takes the simulated time it is issued at; calls must come in non-decreasing time
-/// (the device's rule), which [`crate::sim`] guarantees for many clients. Single-threaded: share it
-/// behind a lock.
+/// (the device's rule), which [`crate::sim`] guarantees for many clients. Single-threaded: for
+/// many OS threads, share it as a [`crate::SharedHost`].
 pub struct Host {
     device: Arc<Device>,
     config: HostConfig,
@@ -159,6 +159,31 @@ impl Host {
             namespace,
         });
         Ok(TableId(self.tables.len() as u32 - 1))
+    }
+
+    /// Opens the table named `name` on the KAML path: the namespace of that name if the device
+    /// has one (a device reopened after a crash or a clean close), else a new namespace given
+    /// that name. Returns the table and whether it existed. The conventional path keeps no
+    /// names on the device: there it is [`Host::create_table`] and never existed.
+    pub fn open_table(&mut self, name: &str, value_bytes_max: usize) -> Result<(TableId, bool)> {
+        if self.config.commit_path != CommitPath::Kaml {
+            return Ok((self.create_table(name, value_bytes_max)?, false));
+        }
+        let (namespace, existed) = match self.device.namespace_by_name(name)? {
+            Some(namespace) => (namespace, true),
+            None => (
+                self.device.create_namespace(
+                    NamespaceSpec::new(self.config.table_preset).with_name(name),
+                )?,
+                false,
+            ),
+        };
+        self.tables.push(Table {
+            name: name.to_string(),
+            value_bytes_max,
+            namespace: Some(namespace),
+        });
+        Ok((TableId(self.tables.len() as u32 - 1), existed))
     }
 
     fn table(&self, table: TableId) -> Result<&Table> {

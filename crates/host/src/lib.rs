@@ -12,6 +12,8 @@
 //!   `locks.rs`).
 //! * [`sim`]: many transaction clients on the virtual clock, interleaved deterministically, with
 //!   lock waits in simulated time.
+//! * [`shared`]: [`SharedHost`], one host used by many OS threads at once (file media, the wall
+//!   clock), lock waits blocking on a condition variable.
 //!
 //! **Isolation.** Serialisable: every read takes a shared lock and every write an exclusive one,
 //! all held until the commit is durable (SS2PL), so the committed transactions are equivalent to
@@ -28,6 +30,7 @@ mod conventional;
 mod error;
 mod host;
 mod locks;
+pub mod shared;
 pub mod sim;
 mod types;
 
@@ -35,6 +38,7 @@ pub use conventional::ConventionalConfig;
 pub use error::{HostError, Result};
 pub use host::Host;
 pub use locks::{record_number, LockMode, LockName};
+pub use shared::{RunOutcome, SharedHost};
 pub use types::{Access, CommitPath, HostConfig, HostStats, TableId, TxnId, TxnState};
 
 /// Transaction control blocks allocated at once, by default.

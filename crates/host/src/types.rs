@@ -115,7 +115,7 @@ pub enum Access<T> {
     /// Busy until this time (a commit that is releasing it is not yet durable, or the log is
     /// being written): call again then.
     WaitUntil(SimTime),
-    /// Parked behind younger holders (wait-die): call again once [`Host::take_wakeups`] names
+    /// Parked behind younger holders (wait-die): call again once [`crate::Host::take_wakeups`] names
     /// this transaction.
     Parked,
 }
