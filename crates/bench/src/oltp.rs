@@ -12,10 +12,10 @@ use std::sync::Arc;
 use kvssd_device::{Device, DeviceConfig};
 use kvssd_engine::hash::HashPreset;
 use kvssd_flash::Profile;
-use kvssd_host::{CommitPath, ConventionalConfig, Host, HostConfig};
+use kvssd_host::{CommitPath, ConventionalConfig, Host, HostConfig, HostStats};
 use serde::Serialize;
 
-use crate::latency::LatencySummary;
+use crate::latency::{LatencyRecorder, LatencySummary};
 use crate::profile::BenchProfile;
 
 /// Bytes of every key: a table's record number, big-endian.
@@ -118,6 +118,55 @@ pub struct OltpResult {
     pub invariants: String,
     /// Wall-clock seconds of the run (the simulator's speed, not a result).
     pub wall_s: f64,
+}
+
+impl OltpResult {
+    /// A run's figures from the simulator's outcome and the host's counters around it. A step the
+    /// device refused breaks the run's consistency, so it is added to what was checked.
+    pub(crate) fn from_run(
+        transaction: String,
+        params: OltpParams,
+        outcome: &kvssd_host::sim::SimOutcome,
+        (before, after): (&HostStats, &HostStats),
+        (invariants_hold, invariants): (bool, String),
+        wall_s: f64,
+    ) -> OltpResult {
+        let mut latencies = LatencyRecorder::new();
+        for &latency in &outcome.latencies_ns {
+            latencies.record(latency);
+        }
+        let hits = after.cache_hits - before.cache_hits;
+        let reads = hits + (after.cache_misses - before.cache_misses);
+        OltpResult {
+            transaction,
+            params,
+            throughput_tps: outcome.throughput_tps(),
+            committed: outcome.committed,
+            aborts: outcome.deaths + outcome.aborted + outcome.refused,
+            deadlock_victims: outcome.deaths,
+            rollbacks: outcome.aborted,
+            lock_waits: outcome.lock_waits,
+            lock_wait_ms: outcome.lock_wait_ns as f64 / 1e6,
+            log_wait_ms: (after.log_wait_ns - before.log_wait_ns) as f64 / 1e6,
+            latency_us: latencies.summary(),
+            hit_ratio_measured: if reads == 0 {
+                1.0
+            } else {
+                hits as f64 / reads as f64
+            },
+            device_commands_per_txn: (after.device_commands - before.device_commands) as f64
+                / outcome.committed.max(1) as f64,
+            invariants_hold: invariants_hold && outcome.refused == 0,
+            invariants: match &outcome.first_refusal {
+                Some(refusal) => format!(
+                    "{invariants}; {} refused, first: {refusal}",
+                    outcome.refused
+                ),
+                None => invariants,
+            },
+            wall_s,
+        }
+    }
 }
 
 /// A benchmark's whole output.

@@ -25,7 +25,6 @@ use kvssd_host::{CommitPath, Host, TableId};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::latency::LatencyRecorder;
 use crate::oltp::{self, OltpConfig, OltpParams, OltpReport, OltpResult, KEY_BYTES};
 
 /// Bytes of every TPC-B value (KAML §V-D: "all values are 512 bytes").
@@ -316,46 +315,20 @@ fn run_one(
     let after = host.stats();
     let run_wall = wall.elapsed().as_secs_f64();
     let (invariants_hold, invariants) = check(&mut host, config, tables, &generator, &outcome)?;
-    let mut latencies = LatencyRecorder::new();
-    for &latency in &outcome.latencies_ns {
-        latencies.record(latency);
-    }
-    let reads = (after.cache_hits - before.cache_hits) + (after.cache_misses - before.cache_misses);
-    Ok(OltpResult {
-        transaction: "AccountUpdate".into(),
-        params: OltpParams {
+    Ok(OltpResult::from_run(
+        "AccountUpdate".into(),
+        OltpParams {
             lock_granularity: granularity,
             hit_ratio,
             commit_path: path.name().into(),
             clients: config.oltp.clients,
             scale: config.scale,
         },
-        throughput_tps: outcome.throughput_tps(),
-        committed: outcome.committed,
-        aborts: outcome.deaths + outcome.aborted + outcome.refused,
-        deadlock_victims: outcome.deaths,
-        rollbacks: outcome.aborted,
-        lock_waits: outcome.lock_waits,
-        lock_wait_ms: outcome.lock_wait_ns as f64 / 1e6,
-        log_wait_ms: (after.log_wait_ns - before.log_wait_ns) as f64 / 1e6,
-        latency_us: latencies.summary(),
-        hit_ratio_measured: if reads == 0 {
-            1.0
-        } else {
-            (after.cache_hits - before.cache_hits) as f64 / reads as f64
-        },
-        device_commands_per_txn: (after.device_commands - before.device_commands) as f64
-            / outcome.committed.max(1) as f64,
-        invariants_hold: invariants_hold && outcome.refused == 0,
-        invariants: match &outcome.first_refusal {
-            Some(refusal) => format!(
-                "{invariants}; {} refused, first: {refusal}",
-                outcome.refused
-            ),
-            None => invariants,
-        },
-        wall_s: run_wall,
-    })
+        &outcome,
+        (&before, &after),
+        (invariants_hold, invariants),
+        run_wall,
+    ))
 }
 
 /// TPC-B's consistency checks after a run; the text says what held or what did not.

@@ -22,7 +22,6 @@ use kvssd_flash::SimTime;
 use kvssd_host::sim::{self, Program, SimConfig, Step, Workload};
 use kvssd_host::{CommitPath, Host, TableId};
 
-use crate::latency::LatencyRecorder;
 use crate::oltp::{self, OltpConfig, OltpParams, OltpReport, OltpResult};
 use crate::tpcb::{cache_bytes_for, key_of};
 use crate::workload::{self, Request, WorkloadSpec};
@@ -234,50 +233,25 @@ fn run_one(
         let (present, done) = count_present(&mut host, start, table, expected + 16)?;
         start = done;
         loaded = expected;
-        let invariants_hold = present == expected && outcome.refused == 0;
-        let mut invariants = format!(
+        let invariants = format!(
             "{present} records present, {expected} expected ({} loaded before, {} inserted)",
             expected - requests.inserts,
             requests.inserts
         );
-        if let Some(refusal) = &outcome.first_refusal {
-            invariants.push_str(&format!("; {} refused, first: {refusal}", outcome.refused));
-        }
-        let mut latencies = LatencyRecorder::new();
-        for &latency in &outcome.latencies_ns {
-            latencies.record(latency);
-        }
-        let reads =
-            (after.cache_hits - before.cache_hits) + (after.cache_misses - before.cache_misses);
-        let result = OltpResult {
-            transaction: format!("ycsb-{}", spec.name),
-            params: OltpParams {
+        let result = OltpResult::from_run(
+            format!("ycsb-{}", spec.name),
+            OltpParams {
                 lock_granularity: granularity,
                 hit_ratio,
                 commit_path: path.name().into(),
                 clients: config.oltp.clients,
                 scale: u32::try_from(config.records).unwrap_or(u32::MAX),
             },
-            throughput_tps: outcome.throughput_tps(),
-            committed: outcome.committed,
-            aborts: outcome.deaths + outcome.aborted + outcome.refused,
-            deadlock_victims: outcome.deaths,
-            rollbacks: outcome.aborted,
-            lock_waits: outcome.lock_waits,
-            lock_wait_ms: outcome.lock_wait_ns as f64 / 1e6,
-            log_wait_ms: (after.log_wait_ns - before.log_wait_ns) as f64 / 1e6,
-            latency_us: latencies.summary(),
-            hit_ratio_measured: if reads == 0 {
-                1.0
-            } else {
-                (after.cache_hits - before.cache_hits) as f64 / reads as f64
-            },
-            device_commands_per_txn: (after.device_commands - before.device_commands) as f64
-                / outcome.committed.max(1) as f64,
-            invariants_hold,
-            invariants,
-            wall_s: wall.elapsed().as_secs_f64(),
-        };
+            &outcome,
+            (&before, &after),
+            (present == expected, invariants),
+            wall.elapsed().as_secs_f64(),
+        );
         progress(&format!(
             "ycsb --host {} granularity {granularity} hit {hit_ratio} workload {}: {:.0} tps \
              (simulated), hit ratio {:.3}",
