@@ -267,8 +267,7 @@ pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
     };
     eprintln!(
         "kvssd bench tpcc: scale {} warehouses, transactions {:?}, {} clients, {} transactions \
-         per run, commit paths {:?}, lock granularity {:?}, hit ratio {:?}; pink card [{}]; seed \
-         {} (simulated time)",
+         per run, {}",
         config.scale,
         config
             .transactions
@@ -277,27 +276,11 @@ pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
             .collect::<Vec<_>>(),
         config.oltp.clients,
         config.oltp.transactions,
-        config
-            .oltp
-            .commit_paths
-            .iter()
-            .map(|path| path.name())
-            .collect::<Vec<_>>(),
-        config.oltp.lock_granularities,
-        config.oltp.hit_ratios,
-        config.oltp.flash.geometry,
-        config.oltp.seed
+        grid(&config.oltp)
     );
-    let started = std::time::Instant::now();
-    let result = tpcc::run(&config, &mut |line| {
-        eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
-    });
-    let report = match result {
+    let report = match run_timed("tpcc", |progress| tpcc::run(&config, progress)) {
         Ok(report) => report,
-        Err(error) => {
-            eprintln!("kvssd: tpcc failed: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let warehouses = f64::from(config.scale);
     let clients = f64::from(config.oltp.clients);
@@ -327,6 +310,37 @@ pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
     finish(&report, &estimate, args.oltp.json.as_deref())
 }
 
+/// What every OLTP benchmark's header line says of its run grid, card and seed.
+fn grid(oltp: &OltpConfig) -> String {
+    format!(
+        "commit paths {:?}, lock granularity {:?}, hit ratio {:?}; pink card [{}]; seed {} \
+         (simulated time)",
+        oltp.commit_paths
+            .iter()
+            .map(|path| path.name())
+            .collect::<Vec<_>>(),
+        oltp.lock_granularities,
+        oltp.hit_ratios,
+        oltp.flash.geometry,
+        oltp.seed
+    )
+}
+
+/// Runs an OLTP benchmark with its progress lines stamped with the wall time; a failure is
+/// printed and becomes the exit code.
+fn run_timed(
+    name: &str,
+    benchmark: impl FnOnce(&mut dyn FnMut(&str)) -> Result<OltpReport, String>,
+) -> Result<OltpReport, ExitCode> {
+    let started = std::time::Instant::now();
+    let mut progress =
+        |line: &str| eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
+    benchmark(&mut progress).map_err(|error| {
+        eprintln!("kvssd: {name} failed: {error}");
+        ExitCode::FAILURE
+    })
+}
+
 pub(crate) fn parse_hit_ratio(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(ratio) if ratio > 0.0 && ratio <= 1.0 => Ok(ratio),
@@ -354,34 +368,17 @@ pub(crate) fn run_tpcb(args: TpcbArgs) -> ExitCode {
     };
     eprintln!(
         "kvssd bench tpcb: scale {} ({} accounts per branch, {} B values), {} clients, {} \
-         transactions per run, commit paths {:?}, lock granularity {:?}, hit ratio {:?}; pink card \
-         [{}]; seed {} (simulated time)",
+         transactions per run, {}",
         config.scale,
         config.accounts_per_branch,
         tpcb::VALUE_BYTES,
         config.oltp.clients,
         config.oltp.transactions,
-        config
-            .oltp
-            .commit_paths
-            .iter()
-            .map(|path| path.name())
-            .collect::<Vec<_>>(),
-        config.oltp.lock_granularities,
-        config.oltp.hit_ratios,
-        config.oltp.flash.geometry,
-        config.oltp.seed
+        grid(&config.oltp)
     );
-    let started = std::time::Instant::now();
-    let result = tpcb::run(&config, &mut |line| {
-        eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
-    });
-    let report = match result {
+    let report = match run_timed("tpcb", |progress| tpcb::run(&config, progress)) {
         Ok(report) => report,
-        Err(error) => {
-            eprintln!("kvssd: tpcb failed: {error}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let branches = f64::from(config.scale);
     let clients = f64::from(config.oltp.clients);
@@ -487,8 +484,7 @@ pub(crate) fn run_ycsb_host(args: crate::args::YcsbArgs) -> ExitCode {
         .collect();
     eprintln!(
         "kvssd bench ycsb --host: {} records of 8 B keys and {} B values, workloads {:?}, {} \
-         clients, {} requests per workload, commit paths {:?}, lock granularity {:?}, hit ratio \
-         {:?}; pink card [{}]; seed {} (simulated time)",
+         clients, {} requests per workload, {}",
         config.records,
         config.value_bytes,
         config
@@ -498,26 +494,10 @@ pub(crate) fn run_ycsb_host(args: crate::args::YcsbArgs) -> ExitCode {
             .collect::<Vec<_>>(),
         config.oltp.clients,
         config.oltp.transactions,
-        config
-            .oltp
-            .commit_paths
-            .iter()
-            .map(|path| path.name())
-            .collect::<Vec<_>>(),
-        config.oltp.lock_granularities,
-        config.oltp.hit_ratios,
-        config.oltp.flash.geometry,
-        config.oltp.seed
+        grid(&config.oltp)
     );
-    let started = std::time::Instant::now();
-    let result = ycsb_host::run(&config, &mut |line| {
-        eprintln!("  [{:>6.1} s] {line}", started.elapsed().as_secs_f64());
-    });
-    match result {
+    match run_timed("ycsb --host", |progress| ycsb_host::run(&config, progress)) {
         Ok(report) => finish(&report, "", args.output.json.as_deref()),
-        Err(error) => {
-            eprintln!("kvssd: ycsb --host failed: {error}");
-            ExitCode::FAILURE
-        }
+        Err(code) => code,
     }
 }
