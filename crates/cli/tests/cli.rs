@@ -1,14 +1,9 @@
 //! The `kvssd` binary as users run it: bad command lines give one line on standard error and exit
 //! code 2; `flash-bench --json` prints one JSON object with the documented keys.
 
-use std::process::{Command, Output};
+mod common;
 
-fn kvssd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kvssd"))
-        .args(args)
-        .output()
-        .expect("the kvssd binary runs")
-}
+use common::kvssd;
 
 #[test]
 fn cli_bad_arguments_give_one_line_and_exit_code_2() {

@@ -6,16 +6,13 @@
 //! wrong bytes); errors for a missing file, a foreign file and an existing image; and bad command
 //! lines (one line on standard error, exit code 2).
 
+mod common;
+
+use common::kvssd;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn kvssd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kvssd"))
-        .args(args)
-        .output()
-        .expect("the kvssd binary runs")
-}
 
 fn kvssd_with_stdin(args: &[&str], input: &[u8]) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_kvssd"))

@@ -14,8 +14,10 @@
 //! Servers run on the `test_min` profile (256 KiB) in temporary directories, on ports the
 //! kernel picks. Seeded: `KVSSD_SEED=<n>` replays the random parts.
 
-use rand_core::{Rng as _, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+mod common;
+
+use common::Rng;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -115,23 +117,6 @@ fn seed() -> u64 {
         .ok()
         .and_then(|text| text.parse().ok())
         .unwrap_or(0x5e4e)
-}
-
-/// Seeded draws for the tests' random frames and loads.
-struct Rng(Xoshiro256PlusPlus);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
-    }
-
-    fn next(&mut self) -> u64 {
-        self.0.next_u64()
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 fn frame(words: &[&[u8]]) -> Vec<u8> {

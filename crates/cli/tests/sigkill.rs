@@ -10,34 +10,19 @@
 //! Bounded: `ROUNDS` children of at most `ACKS_MAX` acknowledged writes each, on the `test_min`
 //! profile (256 KiB) in a temporary directory. Seeded: `KVSSD_SEED=<n>` replays a run.
 
+mod common;
+
+use common::{kvssd, Rng};
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 const ROUNDS: u64 = 24;
 const ACKS_MAX: u64 = 120;
 /// Distinct keys the writes are drawn from (so later rounds overwrite earlier ones).
 const KEYS: u64 = 150;
-
-fn kvssd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kvssd"))
-        .args(args)
-        .output()
-        .expect("the kvssd binary runs")
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n
-    }
-}
 
 fn unhex(text: &str) -> Vec<u8> {
     (0..text.len())
@@ -104,7 +89,7 @@ fn sigkill_acknowledged_writes_survive_every_kill() {
     let formatted = kvssd(&["format", path, "--profile", "test_min"]);
     assert_eq!(formatted.status.code(), Some(0), "{formatted:?}");
 
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut acks_total = 0u64;
     let mut killed_in_flight = 0u64;

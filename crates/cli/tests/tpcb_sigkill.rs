@@ -12,35 +12,20 @@
 //! commits each. Seeded: `KVSSD_SEED=<n>` replays a run's kill points (the threads' interleaving
 //! is the OS's).
 
+mod common;
+
+use common::{kvssd, Rng};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 const KILLS: u64 = 4;
 const ACKS_MAX: u64 = 150;
 const THREADS: u64 = 4;
 /// Where a history key keeps its client number (as `kvssd_bench::tpcb`).
 const CLIENT_SHIFT: u32 = 40;
-
-fn kvssd(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_kvssd"))
-        .args(args)
-        .output()
-        .expect("the kvssd binary runs")
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        (z ^ (z >> 31)) % n
-    }
-}
 
 /// Adds an `ack N` line to the acknowledged set; other lines are ignored.
 fn apply_line(line: &str, acked: &mut BTreeSet<u64>) -> bool {
@@ -91,7 +76,7 @@ fn sigkill_multithreaded_tpcb_keeps_every_acknowledged_commit() {
         .ok()
         .and_then(|text| text.parse().ok())
         .unwrap_or(KILLS);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     // Every commit known to be on the image: acknowledged, or found there after a kill.
     let mut known: BTreeSet<u64> = BTreeSet::new();
     let mut acks_total = 0u64;
