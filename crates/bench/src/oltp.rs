@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 use kvssd_device::{Device, DeviceConfig};
 use kvssd_engine::hash::HashPreset;
-use kvssd_flash::Profile;
+use kvssd_flash::{Profile, SimTime};
+use kvssd_host::sim::{self, SimConfig, SimOutcome, Workload};
 use kvssd_host::{CommitPath, ConventionalConfig, Host, HostConfig, HostStats};
 use serde::Serialize;
 
@@ -64,6 +65,48 @@ impl OltpConfig {
             operation_ns: 11_000,
             seed: 1,
         }
+    }
+}
+
+impl OltpConfig {
+    /// One run's parameters in the JSON's names.
+    pub(crate) fn params(
+        &self,
+        path: CommitPath,
+        lock_granularity: u64,
+        hit_ratio: f64,
+        scale: u32,
+    ) -> OltpParams {
+        OltpParams {
+            lock_granularity,
+            hit_ratio,
+            commit_path: path.name().into(),
+            clients: self.clients,
+            scale,
+        }
+    }
+
+    /// Runs `workload`'s clients on the virtual clock from `start` with this grid's clients,
+    /// transactions and host CPU; returns the outcome and the host's counters before and after.
+    pub(crate) fn simulate(
+        &self,
+        host: &mut Host,
+        workload: &mut dyn Workload,
+        start: SimTime,
+    ) -> Result<(SimOutcome, HostStats, HostStats), String> {
+        let before = host.stats();
+        let outcome = sim::run(
+            host,
+            workload,
+            &SimConfig {
+                clients: self.clients,
+                transactions: self.transactions,
+                step_ns: self.step_ns,
+                record: false,
+            },
+            start,
+        )?;
+        Ok((outcome, before, host.stats()))
     }
 }
 
@@ -126,7 +169,7 @@ impl OltpResult {
     pub(crate) fn from_run(
         transaction: String,
         params: OltpParams,
-        outcome: &kvssd_host::sim::SimOutcome,
+        outcome: &SimOutcome,
         (before, after): (&HostStats, &HostStats),
         (invariants_hold, invariants): (bool, String),
         wall_s: f64,

@@ -30,12 +30,12 @@
 use std::time::Instant;
 
 use kvssd_flash::SimTime;
-use kvssd_host::sim::{self, Program, SimConfig, Step, Workload};
+use kvssd_host::sim::{self, Program, Step, Workload};
 use kvssd_host::{CommitPath, Host, HostError, TableId};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::oltp::{self, OltpConfig, OltpParams, OltpReport, OltpResult};
+use crate::oltp::{self, OltpConfig, OltpReport, OltpResult};
 use crate::tpcb::{cache_bytes_for, key_of};
 
 /// Bytes of every value but CUSTOMER's (KAML §V-D).
@@ -584,30 +584,14 @@ fn run_one(
         transaction,
         issued: vec![0; config.oltp.clients.max(1) as usize],
     };
-    let before = host.stats();
-    let outcome = sim::run(
-        &mut host,
-        &mut generator,
-        &SimConfig {
-            clients: config.oltp.clients,
-            transactions: config.oltp.transactions,
-            step_ns: config.oltp.step_ns,
-            record: false,
-        },
-        start,
-    )?;
-    let after = host.stats();
+    let (outcome, before, after) = config.oltp.simulate(&mut host, &mut generator, start)?;
     let run_wall = wall.elapsed().as_secs_f64();
     let (invariants_hold, invariants) = check(&mut host, warehouses, tables, &outcome)?;
     Ok(OltpResult::from_run(
         transaction.name().into(),
-        OltpParams {
-            lock_granularity: granularity,
-            hit_ratio,
-            commit_path: path.name().into(),
-            clients: config.oltp.clients,
-            scale: config.scale,
-        },
+        config
+            .oltp
+            .params(path, granularity, hit_ratio, config.scale),
         &outcome,
         (&before, &after),
         (invariants_hold, invariants),

@@ -19,10 +19,10 @@
 use std::time::Instant;
 
 use kvssd_flash::SimTime;
-use kvssd_host::sim::{self, Program, SimConfig, Step, Workload};
+use kvssd_host::sim::{Program, Step, Workload};
 use kvssd_host::{CommitPath, Host, TableId};
 
-use crate::oltp::{self, OltpConfig, OltpParams, OltpReport, OltpResult};
+use crate::oltp::{self, OltpConfig, OltpReport, OltpResult};
 use crate::tpcb::{cache_bytes_for, key_of};
 use crate::workload::{self, Request, WorkloadSpec};
 
@@ -211,19 +211,7 @@ fn run_one(
             issued: 0,
             inserts: 0,
         };
-        let before = host.stats();
-        let outcome = sim::run(
-            &mut host,
-            &mut requests,
-            &SimConfig {
-                clients: config.oltp.clients,
-                transactions: config.oltp.transactions,
-                step_ns: config.oltp.step_ns,
-                record: false,
-            },
-            start,
-        )?;
-        let after = host.stats();
+        let (outcome, before, after) = config.oltp.simulate(&mut host, &mut requests, start)?;
         start = outcome
             .finished_at
             .max(host.device().quiescent_at().map_err(|e| e.to_string())?);
@@ -240,13 +228,12 @@ fn run_one(
         );
         let result = OltpResult::from_run(
             format!("ycsb-{}", spec.name),
-            OltpParams {
-                lock_granularity: granularity,
+            config.oltp.params(
+                path,
+                granularity,
                 hit_ratio,
-                commit_path: path.name().into(),
-                clients: config.oltp.clients,
-                scale: u32::try_from(config.records).unwrap_or(u32::MAX),
-            },
+                u32::try_from(config.records).unwrap_or(u32::MAX),
+            ),
             &outcome,
             (&before, &after),
             (present == expected, invariants),
