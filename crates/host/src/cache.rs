@@ -24,7 +24,8 @@ pub(crate) struct Cache {
     budget_bytes: u64,
     used_bytes: u64,
     entries: HashMap<(TableId, Vec<u8>), Entry>,
-    /// Recency order: tick → key.
+    /// Recency order of the clean entries, the only ones eviction may take: tick → key. Dirty
+    /// entries join it when they are cleaned, so eviction never walks past them.
     order: BTreeMap<u64, (TableId, Vec<u8>)>,
     next_tick: u64,
     pub(crate) hits: u64,
@@ -108,8 +109,9 @@ impl Cache {
         if dirty {
             self.dirty_bytes += bytes;
             self.dirty.insert((table, key.to_vec()));
+        } else {
+            self.order.insert(tick, (table, key.to_vec()));
         }
-        self.order.insert(tick, (table, key.to_vec()));
         self.entries
             .insert((table, key.to_vec()), Entry { value, dirty, tick });
         self.evict();
@@ -182,7 +184,9 @@ impl Cache {
             if let Some(entry) = self.entries.get_mut(&name) {
                 entry.dirty = false;
                 self.dirty_bytes -= entry_bytes(&name.1, &entry.value);
-                taken.push((name.0, name.1, entry.value.clone()));
+                taken.push((name.0, name.1.clone(), entry.value.clone()));
+                // Clean now: evictable, at the place its last use gives it.
+                self.order.insert(entry.tick, name);
             }
         }
         self.evict();
