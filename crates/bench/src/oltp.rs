@@ -24,6 +24,9 @@ pub const KEY_BYTES: usize = 8;
 /// Bytes of a conventional page (Shore-MT's default page size, KAML §V-D).
 pub const PAGE_BYTES: u32 = 8192;
 
+/// Called with a line of progress.
+pub type Progress<'p> = &'p mut dyn FnMut(&str);
+
 /// The run grid and the device shared by the OLTP benchmarks.
 #[derive(Debug, Clone)]
 pub struct OltpConfig {

@@ -189,8 +189,7 @@ impl Workload for Generator {
     }
 }
 
-/// Called with a line of progress.
-pub type Progress<'p> = &'p mut dyn FnMut(&str);
+pub use crate::oltp::Progress;
 
 /// Runs the grid: every commit path × lock granularity × hit ratio.
 pub fn run(config: &TpcbConfig, progress: Progress<'_>) -> Result<OltpReport, String> {

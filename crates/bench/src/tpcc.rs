@@ -418,8 +418,7 @@ impl Workload for Generator {
     }
 }
 
-/// Called with a line of progress.
-pub type Progress<'p> = &'p mut dyn FnMut(&str);
+pub use crate::oltp::Progress;
 
 /// Runs the grid: every transaction × commit path × lock granularity × hit ratio.
 pub fn run(config: &TpccConfig, progress: Progress<'_>) -> Result<OltpReport, String> {

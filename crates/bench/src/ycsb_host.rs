@@ -115,7 +115,7 @@ impl Workload for Requests {
 /// Runs the grid: every commit path × lock granularity × hit ratio, each workload in turn.
 pub fn run(
     config: &YcsbHostConfig,
-    progress: crate::tpcb::Progress<'_>,
+    progress: crate::oltp::Progress<'_>,
 ) -> Result<OltpReport, String> {
     if let Some(spec) = config.workloads.iter().find(|spec| spec.scan > 0.0) {
         return Err(format!(
@@ -154,7 +154,7 @@ fn run_one(
     path: CommitPath,
     granularity: u64,
     hit_ratio: f64,
-    progress: crate::tpcb::Progress<'_>,
+    progress: crate::oltp::Progress<'_>,
 ) -> Result<Vec<OltpResult>, String> {
     let wall = Instant::now();
     let inserts_max: u64 = config
