@@ -41,22 +41,26 @@ impl BenchProfile {
 
     /// PinK's setup scaled down so that Load and A-F for three presets run in minutes on a laptop:
     /// the same card (8 x 8 dies, 8 KiB pages, 2 MiB blocks) with 1/16 of the capacity (4 GiB), the
-    /// same DRAM ratio for indexing (0.1%), the same key and value sizes, a data set that fills it to
-    /// 69% like PinK's 44 GB on 64 GB, and the same tree shape: L0 and four levels below it (h = 5),
-    /// L1-L3 pinned in DRAM, only the last level on flash. (Smaller devices leave too few blocks: 64
-    /// append points keep 128 blocks open, and GC keeps its reserve.)
+    /// same DRAM ratio for indexing (0.1%), the same key and value sizes, and everything else sized
+    /// by capacity divided by 16 too: the pairs loaded (2.75M of 44M, filling the card as PinK's
+    /// does), L0 (64 KiB of 1 MiB) and L1 (625 of 10,000 entries). L0 then holds 61 pairs where
+    /// the paper profile's holds 978, so both trees see the same sequence of merges, and after Load
+    /// both hold the same share of their entries per level (docs/design.md, "The default profile's
+    /// tree"): L0 and four levels below it (h = 5), L1-L3 pinned in DRAM, only the last level on
+    /// flash. (Smaller devices leave too few blocks: 64 append points keep 128 blocks open, and GC
+    /// keeps its reserve.)
     pub fn scaled() -> BenchProfile {
         BenchProfile {
             name: "default",
             flash: Profile::pink_with_blocks(32),
-            records: 2_800_000,
+            records: 2_750_000,
             operations: 100_000,
             clients: 64,
             key_bytes: 32,
             value_bytes: 1024,
             l0_bytes: 64 << 10,
             size_factor: 10,
-            l1_entries: 500,
+            l1_entries: 625,
             levels_below_l0: 4,
             dram_fraction: 0.001,
         }
@@ -77,7 +81,7 @@ impl BenchProfile {
     }
 
     /// The same profile on a card with `blocks_per_die` blocks per die. What is sized by capacity
-    /// scales with it: the pairs loaded (Load leaves the card as full as before, 69%), L0 and L1, so
+    /// scales with it: the pairs loaded (Load leaves the card as full as before), L0 and L1, so
     /// every level keeps its share of the data (the last level's size over L3's stays as it was:
     /// whole-level merges into it cost in proportion). Per-die costs (an open block per log and
     /// stream, the GC reserve) do not: this is how to see what the default profile's 1/16 of PinK's
@@ -106,6 +110,35 @@ impl BenchProfile {
         self.l0_bytes = scale(self.l0_bytes)?;
         self.flash.geometry = geometry;
         Ok(self)
+    }
+
+    /// The LSM-tree's entries after Load, by level (L0 first), as the engine's policy leaves them
+    /// for unique keys: L0 flushes when the next pair would not fit, and after each flush every
+    /// level over its capacity, top first, merges whole into the next (the last level takes the
+    /// rest). Arithmetic only, so it gives the paper profile's shape without running its Load; on
+    /// the default profile it is what `kvssd bench ycsb` prints after Load.
+    pub fn tree_after_load(&self) -> Vec<u64> {
+        let per_flush = kvssd_engine::lsm::l0_pairs(
+            self.l0_bytes,
+            self.key_bytes as u64,
+            self.value_bytes as u64,
+        );
+        let levels = self.levels_below_l0.max(1) as usize;
+        let mut tree = vec![0u64; levels + 1];
+        // The last pairs stay in L0: it flushes only when a pair would not fit.
+        let flushes = self.records.saturating_sub(1) / per_flush;
+        tree[0] = self.records - flushes * per_flush;
+        for _ in 0..flushes {
+            tree[1] += per_flush;
+            let mut capacity = self.l1_entries;
+            for level in 1..levels {
+                if tree[level] > capacity {
+                    tree[level + 1] += std::mem::take(&mut tree[level]);
+                }
+                capacity = capacity.saturating_mul(u64::from(self.size_factor));
+            }
+        }
+        tree
     }
 
     /// The profile with a name, if there is one.
@@ -222,5 +255,72 @@ mod tests {
             .with_blocks_per_die(1)
             .expect_err("64 blocks cannot hold 64 logs' open blocks");
         assert!(error.contains("open blocks"), "{error}");
+    }
+
+    /// The default profile is the paper profile on a card of 1/16 the size, so that both trees go
+    /// through the same merges during Load and end it with the same share of entries per level.
+    #[test]
+    fn default_profile_is_the_paper_profile_scaled_to_its_card() {
+        let default = BenchProfile::scaled();
+        let paper = BenchProfile::paper()
+            .with_blocks_per_die(default.flash.geometry.blocks_per_die)
+            .expect("the default card is valid");
+        assert_eq!(paper.flash.geometry, default.flash.geometry);
+        assert_eq!(paper.records, default.records);
+        assert_eq!(paper.l0_bytes, default.l0_bytes);
+        assert_eq!(paper.l1_entries, default.l1_entries);
+        assert_eq!(paper.size_factor, default.size_factor);
+        assert_eq!(paper.levels_below_l0, default.levels_below_l0);
+        assert_eq!(paper.dram_fraction, default.dram_fraction);
+        assert_eq!(
+            (paper.key_bytes, paper.value_bytes),
+            (default.key_bytes, default.value_bytes)
+        );
+    }
+
+    /// The default profile's tree after Load holds the same share of its entries per level as the
+    /// paper profile's after its 44M-pair Load, within half a percentage point (the shapes are in
+    /// docs/design.md).
+    #[test]
+    fn default_tree_after_load_has_the_paper_trees_shape() {
+        let shares = |profile: &BenchProfile| -> Vec<f64> {
+            let tree = profile.tree_after_load();
+            assert_eq!(tree.iter().sum::<u64>(), profile.records);
+            tree.iter()
+                .map(|&entries| 100.0 * entries as f64 / profile.records as f64)
+                .collect()
+        };
+        let default = shares(&BenchProfile::scaled());
+        let paper = shares(&BenchProfile::paper());
+        assert_eq!(default.len(), paper.len());
+        for (level, (d, p)) in default.iter().zip(&paper).enumerate() {
+            assert!(
+                (d - p).abs() < 0.5,
+                "L{level}: {default:?} against {paper:?}"
+            );
+        }
+        // Every level above the last holds entries, so pinning and range pointers have work.
+        assert!(default[1..default.len() - 1]
+            .iter()
+            .all(|&share| share > 0.0));
+        assert_eq!(
+            BenchProfile::scaled().tree_after_load(),
+            [59, 183, 5_368, 60_390, 2_684_000]
+        );
+    }
+
+    /// PinK's setup (§5.1): h = 5 and the top three levels pinned, on the paper profile and on the
+    /// default one scaled from it, so a GET reads at most one meta page from flash.
+    #[test]
+    fn pink_pins_three_of_four_levels_on_both_profiles() {
+        for profile in [BenchProfile::scaled(), BenchProfile::paper()] {
+            let flash = kvssd_flash::Flash::new(profile.flash.geometry, None).expect("flash");
+            let config = profile.engine_config(kvssd_engine::Preset::Pink);
+            let engine = kvssd_engine::LsmEngine::open(flash, config).expect("open");
+            let plan = engine.plan();
+            assert_eq!(plan.height, 5, "{}: {plan:?}", profile.name);
+            assert_eq!(plan.pinned_levels, 3, "{}: {plan:?}", profile.name);
+            assert_eq!(plan.worst_case_meta_reads, 1, "{}: {plan:?}", profile.name);
+        }
     }
 }

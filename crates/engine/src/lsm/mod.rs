@@ -57,6 +57,12 @@ const COMPACTIONS_IN_FLIGHT_MAX: usize = 2;
 /// DRAM an L0 pair takes besides its key and value (skiplist node, lengths).
 const L0_ENTRY_OVERHEAD_BYTES: u64 = 16;
 
+/// Pairs of `key_bytes` keys and `value_bytes` values an L0 of `l0_bytes` holds before it is
+/// flushed (at least one).
+pub fn l0_pairs(l0_bytes: u64, key_bytes: u64, value_bytes: u64) -> u64 {
+    (l0_bytes / (key_bytes + value_bytes + L0_ENTRY_OVERHEAD_BYTES)).max(1)
+}
+
 /// Pairs a scan returns, in key order.
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -220,7 +226,7 @@ impl LsmTree {
         let entries_max = (space.user_capacity_bytes() / pair_flash.max(1)).max(1);
         let per_segment =
             ((page_bytes - HEADER_BYTES) as u64 / (key + ENTRY_OVERHEAD_BYTES as u64)).max(1);
-        let l0_entries = (config.l0_bytes / (key + value + L0_ENTRY_OVERHEAD_BYTES)).max(1);
+        let l0_entries = l0_pairs(config.l0_bytes, key, value);
         let l1_entries = if config.l1_entries > 0 {
             config.l1_entries
         } else {
@@ -240,6 +246,13 @@ impl LsmTree {
         } else {
             projected.len() + 1
         };
+        // With the levels capped, the last one takes whatever the levels above it do not hold.
+        if projected.len() > levels_max {
+            projected.truncate(levels_max);
+            if let Some(last) = projected.last_mut() {
+                *last = entries_max;
+            }
+        }
         let list_entry_bytes = 8 + key + 4 + 4;
         let list_bytes: u64 = projected
             .iter()
@@ -264,9 +277,10 @@ impl LsmTree {
         if features.pinning {
             let mut level_cap = l1_entries;
             for &entries in &projected {
-                // A pinned level briefly holds its own capacity plus what the level above brings.
-                let worst = level_cap.max(entries) + level_cap / t;
-                let bytes = worst.div_ceil(per_segment) * page_bytes as u64;
+                // A level is charged its meta segments at capacity, as PinK §4.2 sizes pinning:
+                // the cascade leaves no level above the last over capacity, and `enforce_dram`
+                // unpins if one ever is.
+                let bytes = level_cap.max(entries).div_ceil(per_segment) * page_bytes as u64;
                 if bytes > spare {
                     break;
                 }
