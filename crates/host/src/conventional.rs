@@ -23,16 +23,16 @@
 //! * **A write-ahead log, replayed at open**: the log is the only durable copy of a commit until
 //!   the cleaner has written its pages. Every record carries its LSN, the truncation point and a
 //!   checksum ([`format`]); opening a device that already holds this path's namespace (named
-//!   [`NAMESPACE_NAME`]) reads the page directory and the committed tail of the log back
+//!   [`CONVENTIONAL_NAMESPACE`]) reads the page directory and the committed tail of the log back
 //!   ([`recovery`]) and redoes it into the pages before the host serves anything. The log is
 //!   truncated as the cleaner writes pages: each record names the oldest LSN a dirty record
 //!   still needs, and a full checkpoint (when the ring would overwrite a record still needed, or
 //!   [`crate::Host::checkpoint`]) writes every dirty record and then the anchor.
 //!
-//! Device layout (one `block` namespace, one logical block per page): LBAs `0..log_blocks` the
-//! log ring, `log_blocks` the anchor, then `directory_blocks` blocks of page directory (which
-//! LBA holds page `index` of a table's key prefix: written with the first write of a page), then
-//! the pages.
+//! Device layout (one `block` namespace, one logical block per page): LBA 0 the anchor, then
+//! `log_blocks` blocks of log ring, then `directory_blocks` blocks of page directory (which LBA
+//! holds page `index` of a table's key prefix: written with the first write of a page), then the
+//! pages.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -51,7 +51,7 @@ mod recovery;
 use format::{DirectoryEntry, LogEntry};
 
 /// The name of the conventional path's namespace on the device.
-pub const NAMESPACE_NAME: &str = "host-conventional";
+pub const CONVENTIONAL_NAMESPACE: &str = "host-conventional";
 
 /// Bytes of a slot's length field.
 const SLOT_HEADER_BYTES: usize = 2;
@@ -75,16 +75,31 @@ pub struct ConventionalConfig {
 }
 
 impl ConventionalConfig {
+    /// The anchor sits at LBA 0 whatever the layout, so a host opened with another one finds
+    /// it and is refused.
     fn anchor_lba(&self) -> u64 {
-        self.log_blocks
+        0
+    }
+
+    fn log_lba(&self, block: u64) -> u64 {
+        1 + block % self.log_blocks
     }
 
     fn directory_lba(&self, index: u64) -> u64 {
-        self.log_blocks + 1 + index
+        1 + self.log_blocks + index
     }
 
     fn first_page_lba(&self) -> u64 {
         self.directory_lba(self.directory_blocks)
+    }
+
+    fn anchor(&self, oldest: u64) -> format::Anchor {
+        format::Anchor {
+            oldest,
+            page_bytes: self.page_bytes as u32,
+            log_blocks: self.log_blocks,
+            directory_blocks: self.directory_blocks,
+        }
     }
 }
 
@@ -93,7 +108,7 @@ impl Default for ConventionalConfig {
         ConventionalConfig {
             page_bytes: 8192,
             log_blocks: 8192,
-            directory_blocks: 16384,
+            directory_blocks: 4096,
             checkpoint_dirty_bytes: 4 << 20,
             clean_records_per_commit: 64,
         }
@@ -121,7 +136,7 @@ pub(crate) struct Conventional {
     /// Dirty or deleted records not yet in their pages → the LSN of the oldest log record that
     /// changed them since (redo must start there), and how many records each such LSN holds.
     dirty_since: HashMap<(TableId, Vec<u8>), u64>,
-    dirty_lsns: BTreeMap<u64, usize>,
+    dirty_lsns: BTreeMap<u64, BTreeSet<(TableId, Vec<u8>)>>,
     /// Records deleted since the last checkpoint (their pages still hold them).
     deleted: BTreeSet<(TableId, Vec<u8>)>,
     /// Pages the cache holds whole (read from the device, or allocated during the run and never
@@ -143,7 +158,10 @@ impl Conventional {
     /// into the pages), else creates it.
     pub(crate) fn open(device: &Device, config: ConventionalConfig) -> Result<Conventional> {
         let page_bytes_min = format::DIRECTORY_HEADER_BYTES + format::DIRECTORY_ENTRY_BYTES;
-        if config.page_bytes < page_bytes_min || config.log_blocks == 0 {
+        if config.page_bytes < page_bytes_min
+            || config.page_bytes > u32::MAX as usize
+            || config.log_blocks == 0
+        {
             return Err(HostError::Invalid(format!(
                 "the conventional path needs pages of at least {page_bytes_min} bytes and a log \
                  of at least one block, not {} bytes and {} blocks",
@@ -167,7 +185,7 @@ impl Conventional {
             replayed: 0,
             config,
         };
-        match device.namespace_by_name(NAMESPACE_NAME)? {
+        match device.namespace_by_name(CONVENTIONAL_NAMESPACE)? {
             Some(namespace) => {
                 conventional.namespace = namespace;
                 conventional.recover(device)?;
@@ -176,8 +194,11 @@ impl Conventional {
                 let preset: PresetKind = "block"
                     .parse()
                     .map_err(|error| HostError::Invalid(format!("{error}")))?;
-                conventional.namespace = device
-                    .create_namespace(NamespaceSpec::new(preset).with_name(NAMESPACE_NAME))?;
+                conventional.namespace = device.create_namespace(
+                    NamespaceSpec::new(preset).with_name(CONVENTIONAL_NAMESPACE),
+                )?;
+                // The layout, for recovery to check it is read as it was written.
+                conventional.anchor(device, 0)?;
             }
         }
         Ok(conventional)
@@ -187,7 +208,10 @@ impl Conventional {
     /// (their after-images, in LSN order: redoing twice, after a crash during recovery, gives
     /// the same pages).
     fn recover(&mut self, device: &Device) -> Result<()> {
-        let recovered = recovery::recover(device, self.namespace, &self.config)?;
+        let Some(recovered) = recovery::recover(device, self.namespace, &self.config)? else {
+            self.anchor(device, 0)?;
+            return Ok(());
+        };
         for entry in recovered.directory {
             self.learn_slot(entry.table, entry.value_bytes_max)?;
             self.next_lba = self.next_lba.max(entry.lba.saturating_add(1));
@@ -596,7 +620,7 @@ impl Conventional {
             .chunks(self.config.page_bytes)
             .enumerate()
             .map(|(offset, block)| {
-                let lba = (lsn + offset as u64) % self.config.log_blocks;
+                let lba = self.config.log_lba(lsn + offset as u64);
                 self.store(lba_key(lba).to_vec(), block.to_vec())
             })
             .collect();
@@ -611,9 +635,11 @@ impl Conventional {
             } else {
                 self.deleted.remove(&name);
             }
-            if let std::collections::hash_map::Entry::Vacant(entry) = self.dirty_since.entry(name) {
+            if let std::collections::hash_map::Entry::Vacant(entry) =
+                self.dirty_since.entry(name.clone())
+            {
                 entry.insert(lsn);
-                *self.dirty_lsns.entry(lsn).or_insert(0) += 1;
+                self.dirty_lsns.entry(lsn).or_default().insert(name);
             }
         }
         Ok(done)
@@ -622,13 +648,30 @@ impl Conventional {
     /// A record is in its page: the log no longer needs it for it.
     fn written(&mut self, name: &(TableId, Vec<u8>)) {
         if let Some(lsn) = self.dirty_since.remove(name) {
-            if let Some(count) = self.dirty_lsns.get_mut(&lsn) {
-                *count -= 1;
-                if *count == 0 {
+            if let Some(names) = self.dirty_lsns.get_mut(&lsn) {
+                names.remove(name);
+                if names.is_empty() {
                     self.dirty_lsns.remove(&lsn);
                 }
             }
         }
+    }
+
+    /// Whether more than half the ring holds records still needed: the cleaner then writes the
+    /// records the oldest of them changed first, so the truncation point moves on before the
+    /// ring fills.
+    pub(crate) fn log_pressed(&self) -> bool {
+        (self.log_head - self.log_oldest) * 2 > self.config.log_blocks
+    }
+
+    /// Up to `limit` dirty or deleted records, those changed by the oldest log records first.
+    pub(crate) fn oldest_dirty(&self, limit: usize) -> Vec<(TableId, Vec<u8>)> {
+        self.dirty_lsns
+            .values()
+            .flatten()
+            .take(limit)
+            .cloned()
+            .collect()
     }
 
     /// After a full checkpoint (every dirty record and deletion written, durable by `at`):
@@ -639,7 +682,7 @@ impl Conventional {
             .first_key_value()
             .map_or(self.log_head, |(&oldest, _)| oldest)
             .max(self.log_oldest);
-        let block = format::encode_anchor(oldest);
+        let block = format::encode_anchor(&self.config.anchor(oldest));
         let operation = self.store(lba_key(self.config.anchor_lba()).to_vec(), block);
         let done = device.batch(at, &[operation])?;
         self.log_oldest = oldest;

@@ -13,7 +13,10 @@ use crate::error::{HostError, Result};
 use crate::locks::{Grant, LockMode, LockName, LockTable};
 use crate::types::{Access, CommitPath, HostConfig, HostStats, TableId, TxnId, TxnState};
 
+mod cleaner;
 mod writes;
+
+use cleaner::Clean;
 
 /// What a transaction will do to a key at commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -600,8 +603,12 @@ impl Host {
             }
         }
         if let Some(conventional) = &self.conventional {
-            if self.cache.dirty_bytes() > conventional.checkpoint_dirty_bytes() {
-                self.clean(at, conventional.clean_records_per_commit())?;
+            let records = conventional.clean_records_per_commit();
+            if conventional.log_pressed() {
+                let oldest = conventional.oldest_dirty(records);
+                self.clean(at, Clean::Named(&oldest))?;
+            } else if self.cache.dirty_bytes() > conventional.checkpoint_dirty_bytes() {
+                self.clean(at, Clean::KeyOrder(records))?;
             }
         }
         self.stats.commits += 1;
@@ -731,41 +738,6 @@ impl Host {
     /// Locks in the lock table (held, waited for, or releasing).
     pub fn locks_in_table(&self) -> usize {
         self.locks.len()
-    }
-
-    /// Conventional path: writes every dirty record back and then the log's anchor, truncating
-    /// the whole log (a final checkpoint), issued at `at`.
-    pub fn checkpoint(&mut self, at: SimTime) -> Result<()> {
-        self.full_checkpoint(at).map(|_| ())
-    }
-
-    /// Writes every dirty record back, then the anchor; returns when the anchor is durable.
-    fn full_checkpoint(&mut self, at: SimTime) -> Result<SimTime> {
-        let done = self.clean(at, usize::MAX)?;
-        match &mut self.conventional {
-            Some(conventional) => {
-                self.stats.device_commands += 1;
-                conventional.anchor(&self.device, done)
-            }
-            None => Ok(at),
-        }
-    }
-
-    /// Conventional path: the page cleaner writes up to `records` dirty records (in key order)
-    /// and every deletion into their pages, issued at `at`; returns when they are written.
-    fn clean(&mut self, at: SimTime, records: usize) -> Result<SimTime> {
-        let Some(conventional) = &mut self.conventional else {
-            return Ok(at);
-        };
-        let dirty = self.cache.take_dirty(records);
-        note_evictions(&mut self.cache, conventional, &self.tables);
-        let cache = &self.cache;
-        let cached = |table: TableId, key: &[u8]| cache.peek(table, key).map(<[u8]>::to_vec);
-        let (done, commands) =
-            conventional.checkpoint(&self.device, at, &self.tables, &dirty, &cached)?;
-        self.stats.device_commands += commands;
-        self.stats.checkpoints += 1;
-        Ok(done)
     }
 }
 

@@ -135,10 +135,10 @@ fn host_config(path: CommitPath) -> HostConfig {
     config.commit_path = path;
     config.conventional = ConventionalConfig {
         page_bytes: 128,
-        log_blocks: 16,
+        log_blocks: 12,
         directory_blocks: 16,
         checkpoint_dirty_bytes: 1000,
-        clean_records_per_commit: 4,
+        clean_records_per_commit: 1,
     };
     config
 }

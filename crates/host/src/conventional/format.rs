@@ -13,8 +13,9 @@
 //!   among every log block ever written (block `lsn % log_blocks` of the ring); `oldest` is the
 //!   lowest LSN recovery must replay as the commit was written (every record before it had its
 //!   pages written).
-//! * **Anchor** (one block): `magic "KHAN" u32 | oldest u64 | crc u32`: a full checkpoint's
-//!   truncation point.
+//! * **Anchor** (one block): `magic "KHAN" u32 | oldest u64 | page_bytes u32 | log_blocks u64 |
+//!   directory_blocks u64 | crc u32`: the layout the namespace was created with, and a full
+//!   checkpoint's truncation point (0 until the first).
 //! * **Directory block**: `magic "KHDR" u32 | count u32 | bytes u32 | crc u32`, then `count`
 //!   entries in `bytes` bytes, each `lba u64 | index u64 | table u32 | value_bytes_max u32 |
 //!   prefix_bytes u8 | prefix`: page `index` of a table's key prefix lives at `lba`.
@@ -34,7 +35,16 @@ pub(crate) const DIRECTORY_HEADER_BYTES: usize = 16;
 /// Bytes of a directory entry besides its prefix.
 pub(crate) const DIRECTORY_ENTRY_BYTES: usize = 25;
 /// Bytes of the anchor.
-const ANCHOR_BYTES: usize = 16;
+const ANCHOR_BYTES: usize = 36;
+
+/// What the anchor holds: the truncation point and the layout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Anchor {
+    pub(crate) oldest: u64,
+    pub(crate) page_bytes: u32,
+    pub(crate) log_blocks: u64,
+    pub(crate) directory_blocks: u64,
+}
 
 /// One change of a logged commit: table, the table's largest value, key, value (`None`:
 /// deleted).
@@ -197,21 +207,41 @@ pub(crate) fn decode_log(bytes: &[u8]) -> Result<Option<LogRecord>, Refusal> {
 }
 
 /// Encodes the anchor.
-pub(crate) fn encode_anchor(oldest: u64) -> Vec<u8> {
+pub(crate) fn encode_anchor(anchor: &Anchor) -> Vec<u8> {
     let mut bytes = vec![0u8; ANCHOR_BYTES];
     bytes[..4].copy_from_slice(&ANCHOR_MAGIC.to_le_bytes());
-    bytes[4..12].copy_from_slice(&oldest.to_le_bytes());
-    let crc = crc32c::crc32c(&bytes[..12]);
-    bytes[12..16].copy_from_slice(&crc.to_le_bytes());
+    bytes[4..12].copy_from_slice(&anchor.oldest.to_le_bytes());
+    bytes[12..16].copy_from_slice(&anchor.page_bytes.to_le_bytes());
+    bytes[16..24].copy_from_slice(&anchor.log_blocks.to_le_bytes());
+    bytes[24..32].copy_from_slice(&anchor.directory_blocks.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[..32]);
+    bytes[32..36].copy_from_slice(&crc.to_le_bytes());
     bytes
 }
 
 /// Decodes the anchor block.
-pub(crate) fn decode_anchor(block: &[u8]) -> Result<u64, Refusal> {
-    match (u32_at(block, 0), u64_at(block, 4), u32_at(block, 12)) {
-        (Some(ANCHOR_MAGIC), Some(oldest), Some(crc)) if crc32c::crc32c(&block[..12]) == crc => {
-            Ok(oldest)
-        }
+pub(crate) fn decode_anchor(block: &[u8]) -> Result<Anchor, Refusal> {
+    match (
+        u32_at(block, 0),
+        u64_at(block, 4),
+        u32_at(block, 12),
+        u64_at(block, 16),
+        u64_at(block, 24),
+        u32_at(block, 32),
+    ) {
+        (
+            Some(ANCHOR_MAGIC),
+            Some(oldest),
+            Some(page_bytes),
+            Some(log_blocks),
+            Some(directory_blocks),
+            Some(crc),
+        ) if crc32c::crc32c(&block[..32]) == crc => Ok(Anchor {
+            oldest,
+            page_bytes,
+            log_blocks,
+            directory_blocks,
+        }),
         _ => Err("the log anchor is damaged (bad magic or checksum)".into()),
     }
 }
@@ -337,9 +367,16 @@ mod tests {
         damaged[DIRECTORY_HEADER_BYTES] ^= 1;
         assert!(decode_directory_block(&damaged).is_err());
         assert!(decode_directory_block(&block[..10]).is_err());
-        assert_eq!(decode_anchor(&encode_anchor(42)), Ok(42));
-        let mut anchor = encode_anchor(42);
-        anchor[5] ^= 1;
-        assert!(decode_anchor(&anchor).is_err());
+        let anchor = Anchor {
+            oldest: 42,
+            page_bytes: 128,
+            log_blocks: 16,
+            directory_blocks: 4,
+        };
+        assert_eq!(decode_anchor(&encode_anchor(&anchor)), Ok(anchor));
+        let mut damaged = encode_anchor(&anchor);
+        damaged[5] ^= 1;
+        assert!(decode_anchor(&damaged).is_err());
+        assert!(decode_anchor(&encode_anchor(&anchor)[..20]).is_err());
     }
 }

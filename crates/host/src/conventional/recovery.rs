@@ -43,16 +43,32 @@ fn block(device: &Device, namespace: NamespaceId, lba: u64) -> Result<Option<Vec
     Ok(found.map(|found| found.value))
 }
 
-/// Reads the anchor, the directory and the log of the conventional path's namespace.
+/// Reads the anchor, the directory and the log of the conventional path's namespace; `None`: the
+/// namespace was created but nothing written to it (a cut before its first write).
 pub(super) fn recover(
     device: &Device,
     namespace: NamespaceId,
     config: &ConventionalConfig,
-) -> Result<Recovered> {
-    let anchor = match block(device, namespace, config.anchor_lba())? {
-        Some(bytes) => format::decode_anchor(&bytes).map_err(corrupt)?,
-        None => 0,
+) -> Result<Option<Recovered>> {
+    let Some(bytes) = block(device, namespace, config.anchor_lba())? else {
+        // The anchor is the first thing written to a new namespace: without it, nothing was.
+        return Ok(None);
     };
+    let found = format::decode_anchor(&bytes).map_err(corrupt)?;
+    let expected = config.anchor(found.oldest);
+    if found != expected {
+        return Err(HostError::Invalid(format!(
+            "the conventional path on this device has {} B pages, a log of {} blocks and a \
+             directory of {} blocks; it was opened with {} B, {} and {}",
+            found.page_bytes,
+            found.log_blocks,
+            found.directory_blocks,
+            expected.page_bytes,
+            expected.log_blocks,
+            expected.directory_blocks
+        )));
+    }
+    let anchor = found.oldest;
     let mut directory = Vec::new();
     let mut directory_tail = None;
     for index in 0..config.directory_blocks {
@@ -81,24 +97,24 @@ pub(super) fn recover(
         }
     }
     let Some((&newest, last)) = valid.last_key_value() else {
-        return Ok(Recovered {
+        return Ok(Some(Recovered {
             directory,
             directory_tail,
             records: Vec::new(),
             oldest: anchor,
             next_lsn: anchor,
-        });
+        }));
     };
     let oldest = anchor.max(last.oldest);
     let end = newest + blocks_of(last, config.page_bytes);
     if oldest > newest {
-        return Ok(Recovered {
+        return Ok(Some(Recovered {
             directory,
             directory_tail,
             records: Vec::new(),
             oldest,
             next_lsn: oldest.max(end),
-        });
+        }));
     }
     let mut records = Vec::new();
     let mut lsn = oldest;
@@ -113,13 +129,13 @@ pub(super) fn recover(
         lsn += blocks_of(&record, config.page_bytes);
         records.push(record);
     }
-    Ok(Recovered {
+    Ok(Some(Recovered {
         directory,
         directory_tail,
         records,
         oldest,
         next_lsn: end,
-    })
+    }))
 }
 
 /// Blocks a decoded record spans.
@@ -144,7 +160,7 @@ fn read_ring(
     config: &ConventionalConfig,
 ) -> Result<Vec<Option<Vec<u8>>>> {
     (0..config.log_blocks)
-        .map(|lba| block(device, namespace, lba))
+        .map(|index| block(device, namespace, config.log_lba(index)))
         .collect()
 }
 
