@@ -214,7 +214,17 @@ impl Conventional {
         };
         for entry in recovered.directory {
             self.learn_slot(entry.table, entry.value_bytes_max)?;
-            self.next_lba = self.next_lba.max(entry.lba.saturating_add(1));
+            let next = entry
+                .lba
+                .checked_add(1)
+                .filter(|_| entry.lba >= self.config.first_page_lba())
+                .ok_or_else(|| {
+                    HostError::Corrupt(format!(
+                        "the page directory names LBA {}, outside the pages",
+                        entry.lba
+                    ))
+                })?;
+            self.next_lba = self.next_lba.max(next);
             self.pages
                 .insert((entry.table, entry.prefix, entry.index), entry.lba);
         }
@@ -402,7 +412,9 @@ impl Conventional {
             return Ok((lba, (number % per_page) as usize, index));
         }
         let lba = self.next_lba;
-        self.next_lba += 1;
+        self.next_lba = lba
+            .checked_add(1)
+            .ok_or_else(|| HostError::Invalid("no logical block is left for a page".into()))?;
         self.directory_pending.push(DirectoryEntry {
             lba,
             index,
@@ -589,7 +601,8 @@ impl Conventional {
                 self.config.log_blocks
             )));
         }
-        Ok(self.log_head + blocks <= self.log_oldest + self.config.log_blocks)
+        Ok(self.log_head.saturating_add(blocks)
+            <= self.log_oldest.saturating_add(self.config.log_blocks))
     }
 
     /// Writes a commit's records to the log (whole blocks at its head) under the log latch;
@@ -608,6 +621,9 @@ impl Conventional {
         }
         let entries = Self::log_entries(tables, records)?;
         let lsn = self.log_head;
+        let head = lsn
+            .checked_add(self.log_blocks_for(records))
+            .ok_or_else(|| HostError::Invalid("the log's LSNs are exhausted".into()))?;
         let oldest = self
             .dirty_lsns
             .first_key_value()
@@ -625,7 +641,7 @@ impl Conventional {
             })
             .collect();
         let done = device.batch(at, &operations)?;
-        self.log_head += blocks as u64;
+        self.log_head = head;
         self.log_oldest = oldest;
         self.log_free_at = done;
         for (table, key, value) in records {
@@ -661,7 +677,10 @@ impl Conventional {
     /// records the oldest of them changed first, so the truncation point moves on before the
     /// ring fills.
     pub(crate) fn log_pressed(&self) -> bool {
-        (self.log_head - self.log_oldest) * 2 > self.config.log_blocks
+        self.log_head
+            .saturating_sub(self.log_oldest)
+            .saturating_mul(2)
+            > self.config.log_blocks
     }
 
     /// Up to `limit` dirty or deleted records, those changed by the oldest log records first.

@@ -106,7 +106,11 @@ pub(super) fn recover(
         }));
     };
     let oldest = anchor.max(last.oldest);
-    let end = newest + blocks_of(last, config.page_bytes);
+    let past = |lsn: u64, record: &LogRecord| {
+        lsn.checked_add(blocks_of(record, config.page_bytes))
+            .ok_or_else(|| corrupt(format!("a log record's LSN {lsn} is out of range")))
+    };
+    let end = past(newest, last)?;
     if oldest > newest {
         return Ok(Some(Recovered {
             directory,
@@ -126,7 +130,7 @@ pub(super) fn recover(
                 lsn % config.log_blocks
             ))
         })?;
-        lsn += blocks_of(&record, config.page_bytes);
+        lsn = past(lsn, &record)?;
         records.push(record);
     }
     Ok(Some(Recovered {
