@@ -18,8 +18,9 @@
 //!   for the flash: whole pages when
 //!   the cache holds the page whole (read whole, or allocated during the run, and none of its
 //!   records evicted since), else a sub-block write per record (the `block` preset reads the
-//!   rest of the page, a read-modify-write).
-//!
+//!   rest of the page, a read-modify-write). While the records the log still needs fill more
+//!   than half its ring, the cleaner writes instead those the oldest log records changed, so
+//!   the log can be truncated.
 //! * **A write-ahead log, replayed at open**: the log is the only durable copy of a commit until
 //!   the cleaner has written its pages. Every record carries its LSN, the truncation point and a
 //!   checksum ([`format`]); opening a device that already holds this path's namespace (named
