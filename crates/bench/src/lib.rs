@@ -9,7 +9,8 @@
 //!   all driving a [`kvssd_device::Device`] through its commands ([`target`]: the device with one
 //!   namespace as the runner's target).
 //! * [`oltp`], [`tpcb`], [`tpcc`]: `kvssd bench tpcb` and `tpcc` (and what they share), transactions
-//!   through the host layer ([`kvssd_host`]) on KAML's commit path and a conventional one.
+//!   through the host layer ([`kvssd_host`]) on KAML's commit path and a conventional one;
+//!   [`oltp_report`]: their plots (and `ycsb --host`'s), drawn with [`report`]'s charts.
 //! * [`tpcb_threads`]: `kvssd bench tpcb --file`, TPC-B from real OS threads on a file image
 //!   (wall-clock), and the load the SIGKILL test runs; [`ycsb_host`]: `kvssd bench ycsb --host`,
 //!   YCSB through the host layer, one transaction per request.
@@ -26,6 +27,7 @@ pub mod flash_bench;
 pub mod gc;
 pub mod kaml_micro;
 pub mod oltp;
+pub mod oltp_report;
 pub mod profile;
 pub mod report;
 pub mod runner;

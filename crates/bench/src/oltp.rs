@@ -24,6 +24,9 @@ pub const KEY_BYTES: usize = 8;
 /// Bytes of a conventional page (Shore-MT's default page size, KAML §V-D).
 pub const PAGE_BYTES: u32 = 8192;
 
+/// Most blocks of the conventional path's log ring (512 MiB of 8 KiB pages).
+pub const CONVENTIONAL_LOG_BLOCKS_MAX: u64 = 65_536;
+
 /// Called with a line of progress.
 pub type Progress<'p> = &'p mut dyn FnMut(&str);
 
@@ -278,8 +281,13 @@ pub fn open_host(
     host_config.lock_granularity = granularity;
     host_config.commit_path = path;
     host_config.private_bytes_max = 1 << 20;
+    // A log of a quarter of the card, at most 512 MiB (a production engine's log is sized for
+    // its checkpoint interval): a default run never fills half of it, so its page cleaner need
+    // not write the oldest records to truncate it (docs/host.md).
+    let card_pages = config.flash.geometry.capacity_bytes() / u64::from(PAGE_BYTES);
     host_config.conventional = ConventionalConfig {
         page_bytes: PAGE_BYTES as usize,
+        log_blocks: (card_pages / 4).min(CONVENTIONAL_LOG_BLOCKS_MAX),
         ..ConventionalConfig::default()
     };
     Host::open(device, host_config).map_err(|error| error.to_string())

@@ -356,14 +356,8 @@ impl BenchReport {
     }
 
     fn html(&self, svgs: &[PathBuf]) -> io::Result<String> {
-        let mut page = String::from(
-            "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>kvssd bench</title>\
-             <style>body{font-family:sans-serif;margin:2em}pre{font-size:12px}figure{margin:1em 0}</style>\
-             </head><body>\n",
-        );
-        let _ = writeln!(
-            page,
-            "<h1>kvssd bench</h1><p>profile <b>{}</b>, seed {}{}, {} figures.</p>",
+        let summary = format!(
+            "profile <b>{}</b>, seed {}{}, {} figures.",
             escape(&self.profile),
             self.seed,
             self.controller
@@ -376,17 +370,34 @@ impl BenchReport {
                 "wall-clock"
             }
         );
-        for svg in svgs {
-            let content = fs::read_to_string(svg)?;
-            let _ = writeln!(page, "<figure>{content}</figure>");
-        }
-        let _ = writeln!(page, "<h2>Table</h2><pre>{}</pre>", escape(&self.table()));
-        page.push_str("</body></html>\n");
-        Ok(page)
+        html_page("kvssd bench", &summary, svgs, &self.table())
     }
 }
 
-fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
+/// A self-contained page: a heading, a line of summary (HTML), every SVG inline, and the table.
+pub(crate) fn html_page(
+    title: &str,
+    summary: &str,
+    svgs: &[PathBuf],
+    table: &str,
+) -> io::Result<String> {
+    let title = escape(title);
+    let mut page = format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title>\
+         <style>body{{font-family:sans-serif;margin:2em}}pre{{font-size:12px}}figure{{margin:1em 0}}</style>\
+         </head><body>\n"
+    );
+    let _ = writeln!(page, "<h1>{title}</h1><p>{summary}</p>");
+    for svg in svgs {
+        let content = fs::read_to_string(svg)?;
+        let _ = writeln!(page, "<figure>{content}</figure>");
+    }
+    let _ = writeln!(page, "<h2>Table</h2><pre>{}</pre>", escape(table));
+    page.push_str("</body></html>\n");
+    Ok(page)
+}
+
+pub(crate) fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
     let mut seen = Vec::new();
     for item in items {
         if !seen.contains(&item) {
@@ -396,7 +407,7 @@ fn unique(items: impl Iterator<Item = String>) -> Vec<String> {
     seen
 }
 
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -406,7 +417,8 @@ fn plot_error(error: impl std::fmt::Display) -> io::Error {
     io::Error::other(format!("plot: {error}"))
 }
 
-fn grouped_bars(
+/// Bars of each series (`presets`) side by side in one group per `workloads` entry.
+pub(crate) fn grouped_bars(
     path: &Path,
     title: &str,
     y_label: &str,

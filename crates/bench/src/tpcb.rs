@@ -386,5 +386,6 @@ mod tests {
             assert!(result.throughput_tps > 0.0);
             assert!(result.lock_waits > 0, "8 clients on 2 branches must wait");
         }
+        crate::oltp_report::assert_plots_written(&report);
     }
 }

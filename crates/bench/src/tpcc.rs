@@ -708,5 +708,6 @@ mod tests {
         }
         let new_order = &report.results[0];
         assert!(new_order.invariants.contains("orders"));
+        crate::oltp_report::assert_plots_written(&report);
     }
 }

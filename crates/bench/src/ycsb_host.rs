@@ -300,6 +300,7 @@ mod tests {
         };
         assert!(c(1.0) > 0.99, "a cache that holds everything hits");
         assert!(c(0.5) < c(1.0), "a smaller cache misses more");
+        crate::oltp_report::assert_plots_written(&report);
 
         config.workloads = vec![WorkloadSpec::by_name("e").expect("e")];
         assert!(run(&config, &mut |_| {}).is_err(), "no scans on the host");

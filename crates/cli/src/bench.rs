@@ -531,20 +531,33 @@ fn write_outputs(
         println!("wrote {}", path.display());
     }
     if let Some(directory) = plots {
-        match report.write_plots(directory) {
-            Ok(files) => println!(
-                "wrote {} files into {} (open index.html)",
-                files.len(),
-                directory.display()
-            ),
-            Err(error) => {
-                eprintln!(
-                    "kvssd: cannot write plots into {}: {error}",
-                    directory.display()
-                );
-                return ExitCode::FAILURE;
-            }
+        if !plots_written(report.write_plots(directory), directory) {
+            return ExitCode::FAILURE;
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Says where the plots went, or why they could not be written (then false).
+pub(crate) fn plots_written(
+    written: std::io::Result<Vec<std::path::PathBuf>>,
+    directory: &std::path::Path,
+) -> bool {
+    match written {
+        Ok(files) => {
+            println!(
+                "wrote {} files into {} (open index.html)",
+                files.len(),
+                directory.display()
+            );
+            true
+        }
+        Err(error) => {
+            eprintln!(
+                "kvssd: cannot write plots into {}: {error}",
+                directory.display()
+            );
+            false
+        }
+    }
 }

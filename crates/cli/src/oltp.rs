@@ -39,6 +39,10 @@ pub(crate) struct OltpArgs {
     /// Write the results as one JSON object to this file.
     #[arg(long)]
     pub(crate) json: Option<std::path::PathBuf>,
+    /// Write plots (SVG: throughput, abort rate, latency percentiles) and a self-contained HTML
+    /// page into this directory.
+    #[arg(long)]
+    pub(crate) report: Option<std::path::PathBuf>,
 }
 
 impl OltpArgs {
@@ -307,7 +311,12 @@ pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
         }
         estimate.push('\n');
     }
-    finish(&report, &estimate, args.oltp.json.as_deref())
+    finish(
+        &report,
+        &estimate,
+        args.oltp.json.as_deref(),
+        args.oltp.report.as_deref(),
+    )
 }
 
 /// What every OLTP benchmark's header line says of its run grid, card and seed.
@@ -400,15 +409,21 @@ pub(crate) fn run_tpcb(args: TpcbArgs) -> ExitCode {
         }
         estimate.push('\n');
     }
-    finish(&report, &estimate, args.oltp.json.as_deref())
+    finish(
+        &report,
+        &estimate,
+        args.oltp.json.as_deref(),
+        args.oltp.report.as_deref(),
+    )
 }
 
-/// Prints the table, the estimate and the 1 → coarser drop, writes the JSON; fails if an
-/// invariant was violated.
+/// Prints the table, the estimate and the 1 → coarser drop, writes the JSON and the plots; fails
+/// if an invariant was violated.
 pub(crate) fn finish(
     report: &OltpReport,
     estimate: &str,
     json: Option<&std::path::Path>,
+    plots: Option<&std::path::Path>,
 ) -> ExitCode {
     println!("{}", report.setup);
     print!("{}", oltp::table(report));
@@ -443,6 +458,12 @@ pub(crate) fn finish(
             return ExitCode::FAILURE;
         }
         println!("wrote {}", path.display());
+    }
+    if let Some(directory) = plots {
+        let written = kvssd_bench::oltp_report::write_plots(report, directory);
+        if !crate::bench::plots_written(written, directory) {
+            return ExitCode::FAILURE;
+        }
     }
     if report.results.iter().any(|result| !result.invariants_hold) {
         eprintln!("kvssd: a consistency condition was violated (see the invariants column)");
@@ -497,7 +518,12 @@ pub(crate) fn run_ycsb_host(args: crate::args::YcsbArgs) -> ExitCode {
         grid(&config.oltp)
     );
     match run_timed("ycsb --host", |progress| ycsb_host::run(&config, progress)) {
-        Ok(report) => finish(&report, "", args.output.json.as_deref()),
+        Ok(report) => finish(
+            &report,
+            "",
+            args.output.json.as_deref(),
+            args.output.report.as_deref(),
+        ),
         Err(code) => code,
     }
 }

@@ -176,17 +176,26 @@ impl Cache {
 
     /// Up to `limit` dirty entries (conventional path), in key order, marking them clean.
     pub(crate) fn take_dirty(&mut self, limit: usize) -> Vec<(TableId, Vec<u8>, Vec<u8>)> {
+        let names: Vec<(TableId, Vec<u8>)> = self.dirty.iter().take(limit).cloned().collect();
+        self.take_dirty_named(&names)
+    }
+
+    /// Those of `names` that are dirty, marking them clean.
+    pub(crate) fn take_dirty_named(
+        &mut self,
+        names: &[(TableId, Vec<u8>)],
+    ) -> Vec<(TableId, Vec<u8>, Vec<u8>)> {
         let mut taken = Vec::new();
-        while taken.len() < limit {
-            let Some(name) = self.dirty.pop_first() else {
-                break;
-            };
-            if let Some(entry) = self.entries.get_mut(&name) {
+        for name in names {
+            if !self.dirty.remove(name) {
+                continue;
+            }
+            if let Some(entry) = self.entries.get_mut(name) {
                 entry.dirty = false;
                 self.dirty_bytes -= entry_bytes(&name.1, &entry.value);
                 taken.push((name.0, name.1.clone(), entry.value.clone()));
                 // Clean now: evictable, at the place its last use gives it.
-                self.order.insert(entry.tick, name);
+                self.order.insert(entry.tick, name.clone());
             }
         }
         self.evict();

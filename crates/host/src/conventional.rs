@@ -18,9 +18,22 @@
 //!   for the flash: whole pages when
 //!   the cache holds the page whole (read whole, or allocated during the run, and none of its
 //!   records evicted since), else a sub-block write per record (the `block` preset reads the
-//!   rest of the page, a read-modify-write).
+//!   rest of the page, a read-modify-write). While the records the log still needs fill more
+//!   than half its ring, the cleaner writes instead those the oldest log records changed, so
+//!   the log can be truncated.
+//! * **A write-ahead log, replayed at open**: the log is the only durable copy of a commit until
+//!   the cleaner has written its pages. Every record carries its LSN, the truncation point and a
+//!   checksum ([`format`]); opening a device that already holds this path's namespace (named
+//!   [`CONVENTIONAL_NAMESPACE`]) reads the page directory and the committed tail of the log back
+//!   ([`recovery`]) and redoes it into the pages before the host serves anything. The log is
+//!   truncated as the cleaner writes pages: each record names the oldest LSN a dirty record
+//!   still needs, and a full checkpoint (when the ring would overwrite a record still needed, or
+//!   [`crate::Host::checkpoint`]) writes every dirty record and then the anchor.
 //!
-//! Recovery from this log is not implemented: the crash tests run the KAML path.
+//! Device layout (one `block` namespace, one logical block per page): LBA 0 the anchor, then
+//! `log_blocks` blocks of log ring, then `directory_blocks` blocks of page directory (which LBA
+//! holds page `index` of a table's key prefix: written with the first write of a page), then the
+//! pages.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
@@ -33,20 +46,28 @@ use crate::host::Table;
 use crate::locks::record_number;
 use crate::TableId;
 
+mod format;
+mod recovery;
+
+use format::{DirectoryEntry, LogEntry};
+
+/// The name of the conventional path's namespace on the device.
+pub const CONVENTIONAL_NAMESPACE: &str = "host-conventional";
+
 /// Bytes of a slot's length field.
 const SLOT_HEADER_BYTES: usize = 2;
-/// Bytes of a commit's log header (transaction, record count, checksum), and of each record's
-/// (table, key length, value length).
-const LOG_HEADER_BYTES: usize = 32;
-const LOG_RECORD_HEADER_BYTES: usize = 12;
 
 /// The conventional path's settings.
 #[derive(Debug, Clone)]
 pub struct ConventionalConfig {
     /// Bytes of a page: must equal the device's `block` logical block (8 KiB, Shore-MT's page).
     pub page_bytes: usize,
-    /// Logical blocks of the circular commit log.
+    /// Logical blocks of the circular commit log. A commit that would overwrite a record still
+    /// needed (one whose pages the cleaner has not written) first has every dirty record
+    /// written (a full checkpoint).
     pub log_blocks: u64,
+    /// Logical blocks reserved for the page directory.
+    pub directory_blocks: u64,
     /// The page cleaner runs once dirty records take this many cache bytes.
     pub checkpoint_dirty_bytes: u64,
     /// Dirty records the page cleaner writes back per commit while it runs (in key order, so
@@ -54,11 +75,41 @@ pub struct ConventionalConfig {
     pub clean_records_per_commit: usize,
 }
 
+impl ConventionalConfig {
+    /// The anchor sits at LBA 0 whatever the layout, so a host opened with another one finds
+    /// it and is refused.
+    fn anchor_lba(&self) -> u64 {
+        0
+    }
+
+    fn log_lba(&self, block: u64) -> u64 {
+        1 + block % self.log_blocks
+    }
+
+    fn directory_lba(&self, index: u64) -> u64 {
+        1 + self.log_blocks + index
+    }
+
+    fn first_page_lba(&self) -> u64 {
+        self.directory_lba(self.directory_blocks)
+    }
+
+    fn anchor(&self, oldest: u64) -> format::Anchor {
+        format::Anchor {
+            oldest,
+            page_bytes: self.page_bytes as u32,
+            log_blocks: self.log_blocks,
+            directory_blocks: self.directory_blocks,
+        }
+    }
+}
+
 impl Default for ConventionalConfig {
     fn default() -> Self {
         ConventionalConfig {
             page_bytes: 8192,
-            log_blocks: 1024,
+            log_blocks: 8192,
+            directory_blocks: 4096,
             checkpoint_dirty_bytes: 4 << 20,
             clean_records_per_commit: 64,
         }
@@ -77,32 +128,239 @@ pub(crate) struct Conventional {
     /// Page number of (table, key prefix, page index) → LBA.
     pages: HashMap<(TableId, Vec<u8>, u64), u64>,
     next_lba: u64,
+    /// The LSN of the next log record (log blocks ever written; block `lsn % log_blocks`).
     log_head: u64,
+    /// The truncation point on the device: records before it are in their pages, and the ring
+    /// must keep every block from it on.
+    log_oldest: u64,
     log_free_at: SimTime,
+    /// Dirty or deleted records not yet in their pages → the LSN of the oldest log record that
+    /// changed them since (redo must start there), and how many records each such LSN holds.
+    dirty_since: HashMap<(TableId, Vec<u8>), u64>,
+    dirty_lsns: BTreeMap<u64, BTreeSet<(TableId, Vec<u8>)>>,
     /// Records deleted since the last checkpoint (their pages still hold them).
     deleted: BTreeSet<(TableId, Vec<u8>)>,
     /// Pages the cache holds whole (read from the device, or allocated during the run and never
     /// partly evicted), as a buffer pool would hold them: a key missing from the cache but in
     /// such a page is absent, with no device read (an insert into a page in memory).
     resident: HashSet<u64>,
+    /// Directory entries of pages allocated since the directory was last written.
+    directory_pending: Vec<DirectoryEntry>,
+    /// The directory's last block on the device: its index, entry count and entry bytes.
+    directory_tail: Option<(u64, u32, Vec<u8>)>,
+    /// Each table's slot size as the device knows it (pages or log).
+    slots: HashMap<TableId, usize>,
+    /// Log entries recovery redid when the path opened.
+    replayed: u64,
 }
 
 impl Conventional {
+    /// Opens the path's namespace: recovers it if the device has one (directory, log replayed
+    /// into the pages), else creates it.
     pub(crate) fn open(device: &Device, config: ConventionalConfig) -> Result<Conventional> {
-        let preset: PresetKind = "block"
-            .parse()
-            .map_err(|error| HostError::Invalid(format!("{error}")))?;
-        let namespace = device.create_namespace(NamespaceSpec::new(preset))?;
-        Ok(Conventional {
-            namespace,
-            next_lba: config.log_blocks,
-            config,
+        let page_bytes_min = format::DIRECTORY_HEADER_BYTES + format::DIRECTORY_ENTRY_BYTES;
+        if config.page_bytes < page_bytes_min
+            || config.page_bytes > u32::MAX as usize
+            || config.log_blocks == 0
+        {
+            return Err(HostError::Invalid(format!(
+                "the conventional path needs pages of at least {page_bytes_min} bytes and a log \
+                 of at least one block, not {} bytes and {} blocks",
+                config.page_bytes, config.log_blocks
+            )));
+        }
+        let mut conventional = Conventional {
+            namespace: NamespaceId(0),
+            next_lba: config.first_page_lba(),
             pages: HashMap::new(),
             log_head: 0,
+            log_oldest: 0,
             log_free_at: 0,
+            dirty_since: HashMap::new(),
+            dirty_lsns: BTreeMap::new(),
             deleted: BTreeSet::new(),
             resident: HashSet::new(),
-        })
+            directory_pending: Vec::new(),
+            directory_tail: None,
+            slots: HashMap::new(),
+            replayed: 0,
+            config,
+        };
+        match device.namespace_by_name(CONVENTIONAL_NAMESPACE)? {
+            Some(namespace) => {
+                conventional.namespace = namespace;
+                conventional.recover(device)?;
+            }
+            None => {
+                let preset: PresetKind = "block"
+                    .parse()
+                    .map_err(|error| HostError::Invalid(format!("{error}")))?;
+                conventional.namespace = device.create_namespace(
+                    NamespaceSpec::new(preset).with_name(CONVENTIONAL_NAMESPACE),
+                )?;
+                // The layout, for recovery to check it is read as it was written.
+                conventional.anchor(device, 0)?;
+            }
+        }
+        Ok(conventional)
+    }
+
+    /// Reads the directory and the log back and redoes the committed records into their pages
+    /// (their after-images, in LSN order: redoing twice, after a crash during recovery, gives
+    /// the same pages).
+    fn recover(&mut self, device: &Device) -> Result<()> {
+        let Some(recovered) = recovery::recover(device, self.namespace, &self.config)? else {
+            self.anchor(device, 0)?;
+            return Ok(());
+        };
+        for entry in recovered.directory {
+            self.learn_slot(entry.table, entry.value_bytes_max)?;
+            let next = entry
+                .lba
+                .checked_add(1)
+                .filter(|_| entry.lba >= self.config.first_page_lba())
+                .ok_or_else(|| {
+                    HostError::Corrupt(format!(
+                        "the page directory names LBA {}, outside the pages",
+                        entry.lba
+                    ))
+                })?;
+            self.next_lba = self.next_lba.max(next);
+            self.pages
+                .insert((entry.table, entry.prefix, entry.index), entry.lba);
+        }
+        self.directory_tail = recovered.directory_tail;
+        self.log_head = recovered.next_lsn;
+        self.log_oldest = recovered.oldest;
+        let mut slots: BTreeMap<(u64, u32), Vec<u8>> = BTreeMap::new();
+        for LogEntry {
+            table,
+            value_bytes_max,
+            key,
+            value,
+        } in recovered
+            .records
+            .into_iter()
+            .flat_map(|record| record.entries)
+        {
+            self.learn_slot(table, value_bytes_max)?;
+            self.check_slot(value_bytes_max)?;
+            let (lba, slot, _) = self.place(table, value_bytes_max, &key)?;
+            let offset = (slot * (SLOT_HEADER_BYTES + value_bytes_max)) as u32;
+            slots.insert((lba, offset), Self::encode_slot(value.as_deref()));
+            self.replayed += 1;
+        }
+        let patches: Vec<BatchOp> = slots
+            .into_iter()
+            .map(|((lba, offset), slot)| self.store(lba_offset_key(lba, offset).to_vec(), slot))
+            .collect();
+        self.write(device, 0, patches, 256)?;
+        Ok(())
+    }
+
+    /// Log entries recovery redid when the path opened.
+    pub(crate) fn replayed(&self) -> u64 {
+        self.replayed
+    }
+
+    /// Records a table's slot size, refusing one that contradicts what the device holds.
+    fn learn_slot(&mut self, table: TableId, value_bytes_max: usize) -> Result<()> {
+        let known = *self.slots.entry(table).or_insert(value_bytes_max);
+        if known != value_bytes_max {
+            return Err(HostError::Corrupt(format!(
+                "table {table} has values of at most {known} bytes and of at most \
+                 {value_bytes_max} bytes on the device"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Checks a table created on a host opened over an existing namespace against what the
+    /// device holds of it; returns whether the device holds any of it.
+    pub(crate) fn check_table(&self, table: TableId, value_bytes_max: usize) -> Result<bool> {
+        match self.slots.get(&table) {
+            Some(&known) if known != value_bytes_max => Err(HostError::Invalid(format!(
+                "table {table} holds values of at most {known} bytes on the device, not \
+                 {value_bytes_max}: create the tables in the order and with the sizes they had"
+            ))),
+            known => Ok(known.is_some()),
+        }
+    }
+
+    fn store(&self, key: Vec<u8>, value: Vec<u8>) -> BatchOp {
+        BatchOp::Store {
+            namespace: self.namespace,
+            key,
+            value,
+            mode: StoreMode::Upsert,
+        }
+    }
+
+    /// Writes page operations in batches of `chunk`, the directory blocks naming any page
+    /// allocated since the directory was last written first; returns when the last is done and
+    /// the commands issued.
+    fn write(
+        &mut self,
+        device: &Device,
+        at: SimTime,
+        operations: Vec<BatchOp>,
+        chunk: usize,
+    ) -> Result<(SimTime, u64)> {
+        let mut operations = operations;
+        let directory = self.directory_operations()?;
+        if !directory.is_empty() {
+            operations.splice(0..0, directory);
+        }
+        let mut done = at;
+        let mut commands = 0;
+        for chunk in operations.chunks(chunk) {
+            done = done.max(device.batch(at, chunk)?);
+            commands += 1;
+        }
+        Ok((done, commands))
+    }
+
+    /// The directory blocks to write for the pages allocated since it was last written.
+    fn directory_operations(&mut self) -> Result<Vec<BatchOp>> {
+        if self.directory_pending.is_empty() {
+            return Ok(Vec::new());
+        }
+        let room = self.config.page_bytes - format::DIRECTORY_HEADER_BYTES;
+        let (mut index, mut count, mut bytes) = self.directory_tail.take().unwrap_or_default();
+        let mut blocks = Vec::new();
+        for entry in std::mem::take(&mut self.directory_pending) {
+            let encoded = format::encode_directory_entry(&entry);
+            if encoded.len() > room {
+                return Err(HostError::Invalid(format!(
+                    "a key prefix of {} bytes does not fit a page directory block of {} bytes",
+                    entry.prefix.len(),
+                    self.config.page_bytes
+                )));
+            }
+            if bytes.len() + encoded.len() > room {
+                blocks.push((index, count, std::mem::take(&mut bytes)));
+                index += 1;
+                count = 0;
+            }
+            bytes.extend_from_slice(&encoded);
+            count += 1;
+        }
+        blocks.push((index, count, bytes));
+        if index >= self.config.directory_blocks {
+            return Err(HostError::Invalid(format!(
+                "the page directory is full ({} blocks): raise directory_blocks",
+                self.config.directory_blocks
+            )));
+        }
+        let operations = blocks
+            .iter()
+            .map(|(index, count, bytes)| {
+                let block = format::encode_directory_block(*count, bytes, self.config.page_bytes);
+                self.store(lba_key(self.config.directory_lba(*index)).to_vec(), block)
+            })
+            .collect();
+        self.directory_tail = blocks.pop();
+        Ok(operations)
     }
 
     fn records_per_page(&self, value_bytes_max: usize) -> usize {
@@ -132,25 +390,40 @@ impl Conventional {
     }
 
     /// The page of a key: its LBA (allocated on first use), its slot, its key prefix and index.
-    fn place(&mut self, table: TableId, info: &Table, key: &[u8]) -> Result<(u64, usize, u64)> {
+    fn place(
+        &mut self,
+        table: TableId,
+        value_bytes_max: usize,
+        key: &[u8],
+    ) -> Result<(u64, usize, u64)> {
         if key.len() < 8 {
             return Err(HostError::Invalid(
                 "the conventional path needs keys of at least 8 bytes (a record number last)"
                     .into(),
             ));
         }
-        let per_page = self.records_per_page(info.value_bytes_max) as u64;
+        let per_page = self.records_per_page(value_bytes_max) as u64;
+        if per_page == 0 {
+            self.check_slot(value_bytes_max)?;
+        }
         let (prefix, number) = record_number(key);
-        let index = number / per_page;
-        let next = &mut self.next_lba;
-        let lba = *self
-            .pages
-            .entry((table, prefix.to_vec(), index))
-            .or_insert_with(|| {
-                let lba = *next;
-                *next += 1;
-                lba
-            });
+        let index = number / per_page.max(1);
+        let name = (table, prefix.to_vec(), index);
+        if let Some(&lba) = self.pages.get(&name) {
+            return Ok((lba, (number % per_page) as usize, index));
+        }
+        let lba = self.next_lba;
+        self.next_lba = lba
+            .checked_add(1)
+            .ok_or_else(|| HostError::Invalid("no logical block is left for a page".into()))?;
+        self.directory_pending.push(DirectoryEntry {
+            lba,
+            index,
+            table,
+            value_bytes_max,
+            prefix: prefix.to_vec(),
+        });
+        self.pages.insert(name, lba);
         Ok((lba, (number % per_page) as usize, index))
     }
 
@@ -162,7 +435,7 @@ impl Conventional {
         let name = (table, prefix.to_vec(), number / per_page);
         match self.pages.get(&name) {
             Some(lba) => self.resident.contains(lba),
-            None => match self.place(table, info, key) {
+            None => match self.place(table, info.value_bytes_max, key) {
                 Ok((lba, _, _)) => {
                     self.resident.insert(lba);
                     true
@@ -206,7 +479,7 @@ impl Conventional {
         info: &Table,
         key: &[u8],
     ) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, SimTime)> {
-        let (lba, _, index) = self.place(table, info, key)?;
+        let (lba, _, index) = self.place(table, info.value_bytes_max, key)?;
         let (prefix, _) = record_number(key);
         let (page, done) = device.retrieve(at, self.namespace, &lba_key(lba), None)?;
         self.resident.insert(lba);
@@ -260,16 +533,14 @@ impl Conventional {
             let (prefix, number) = record_number(key);
             let index = number / self.records_per_page(info.value_bytes_max).max(1) as u64;
             let existed = self.pages.contains_key(&(*table, prefix.to_vec(), index));
-            let (lba, slot, _) = self.place(*table, info, key)?;
+            let (lba, slot, _) = self.place(*table, info.value_bytes_max, key)?;
             let slot_bytes = Self::slot_bytes(info);
             let encoded = Self::encode_slot(Some(value));
             if existed && !images.contains_key(&lba) {
-                patches.push(BatchOp::Store {
-                    namespace: self.namespace,
-                    key: lba_offset_key(lba, (slot * slot_bytes) as u32).to_vec(),
-                    value: encoded,
-                    mode: StoreMode::Upsert,
-                });
+                patches.push(self.store(
+                    lba_offset_key(lba, (slot * slot_bytes) as u32).to_vec(),
+                    encoded,
+                ));
                 continue;
             }
             let image = images
@@ -277,83 +548,169 @@ impl Conventional {
                 .or_insert_with(|| vec![0; self.config.page_bytes]);
             image[slot * slot_bytes..slot * slot_bytes + encoded.len()].copy_from_slice(&encoded);
         }
-        let mut done = at;
-        let mut commands = 0;
         // The host caches what it loads, so these pages start whole in the cache (until one of
         // their records is evicted).
         self.resident.extend(images.keys().copied());
-        let images: Vec<(u64, Vec<u8>)> = images.into_iter().collect();
-        for chunk in images.chunks(64) {
-            let operations: Vec<BatchOp> = chunk
+        let images: Vec<BatchOp> = images
+            .into_iter()
+            .map(|(lba, image)| self.store(lba_key(lba).to_vec(), image))
+            .collect();
+        let (images_done, image_commands) = self.write(device, at, images, 64)?;
+        let (patches_done, patch_commands) = self.write(device, at, patches, 256)?;
+        Ok((
+            images_done.max(patches_done),
+            image_commands + patch_commands,
+        ))
+    }
+
+    /// A commit's log entries: its records with their tables' slot sizes.
+    fn log_entries<'a>(
+        tables: &[Table],
+        records: &[LogRecord<'a>],
+    ) -> Result<Vec<format::EntryRef<'a>>> {
+        records
+            .iter()
+            .map(|&(table, key, value)| {
+                let info = tables
+                    .get(table.0 as usize)
+                    .ok_or(HostError::TableUnknown(table))?;
+                Ok((table, info.value_bytes_max, key, value))
+            })
+            .collect()
+    }
+
+    /// Log blocks a commit of these records takes.
+    fn log_blocks_for(&self, records: &[LogRecord<'_>]) -> u64 {
+        let bytes = format::LOG_HEADER_BYTES
+            + records
                 .iter()
-                .map(|(lba, image)| BatchOp::Store {
-                    namespace: self.namespace,
-                    key: lba_key(*lba).to_vec(),
-                    value: image.clone(),
-                    mode: StoreMode::Upsert,
+                .map(|(_, key, value)| {
+                    format::LOG_ENTRY_HEADER_BYTES + key.len() + value.map_or(0, <[u8]>::len)
                 })
-                .collect();
-            done = done.max(device.batch(at, &operations)?);
-            commands += 1;
+                .sum::<usize>();
+        bytes.div_ceil(self.config.page_bytes) as u64
+    }
+
+    /// Whether the ring has room for a commit of these records without overwriting a record
+    /// still needed; if not, every dirty record must be written first ([`Self::anchor`]). A
+    /// commit larger than the whole ring is refused.
+    pub(crate) fn log_has_room(&self, records: &[LogRecord<'_>]) -> Result<bool> {
+        let blocks = self.log_blocks_for(records);
+        if blocks > self.config.log_blocks {
+            return Err(HostError::Invalid(format!(
+                "a commit of {blocks} log blocks does not fit the log of {} blocks",
+                self.config.log_blocks
+            )));
         }
-        for chunk in patches.chunks(256) {
-            done = done.max(device.batch(at, chunk)?);
-            commands += 1;
-        }
-        Ok((done, commands))
+        Ok(self.log_head.saturating_add(blocks)
+            <= self.log_oldest.saturating_add(self.config.log_blocks))
     }
 
     /// Writes a commit's records to the log (whole blocks at its head) under the log latch;
-    /// returns when they are durable.
+    /// returns when they are durable. The caller has made room ([`Self::log_has_room`]).
     pub(crate) fn log_commit(
         &mut self,
         device: &Device,
         at: SimTime,
+        tables: &[Table],
         records: &[LogRecord<'_>],
     ) -> Result<SimTime> {
-        let mut log = vec![0u8; LOG_HEADER_BYTES];
-        log[..4].copy_from_slice(&(records.len() as u32).to_le_bytes());
-        for (table, key, value) in records {
-            log.extend_from_slice(&table.0.to_le_bytes());
-            log.extend_from_slice(&(key.len() as u32).to_le_bytes());
-            log.extend_from_slice(
-                &value
-                    .map_or(u32::MAX, |value| value.len() as u32)
-                    .to_le_bytes(),
-            );
-            debug_assert_eq!(LOG_RECORD_HEADER_BYTES, 12);
-            log.extend_from_slice(key);
-            if let Some(value) = value {
-                log.extend_from_slice(value);
-            }
-            if value.is_none() {
-                self.deleted.insert((*table, key.to_vec()));
-            } else {
-                self.deleted.remove(&(*table, key.to_vec()));
-            }
+        if !self.log_has_room(records)? {
+            return Err(HostError::Invalid(
+                "the commit log is full of records whose pages are not written".into(),
+            ));
         }
+        let entries = Self::log_entries(tables, records)?;
+        let lsn = self.log_head;
+        let head = lsn
+            .checked_add(self.log_blocks_for(records))
+            .ok_or_else(|| HostError::Invalid("the log's LSNs are exhausted".into()))?;
+        let oldest = self
+            .dirty_lsns
+            .first_key_value()
+            .map_or(lsn, |(&oldest, _)| oldest.min(lsn))
+            .max(self.log_oldest);
+        let mut log = format::encode_log(lsn, oldest, &entries);
         let blocks = log.len().div_ceil(self.config.page_bytes);
         log.resize(blocks * self.config.page_bytes, 0);
         let operations: Vec<BatchOp> = log
             .chunks(self.config.page_bytes)
-            .map(|block| {
-                let lba = self.log_head;
-                self.log_head = (self.log_head + 1) % self.config.log_blocks;
-                BatchOp::Store {
-                    namespace: self.namespace,
-                    key: lba_key(lba).to_vec(),
-                    value: block.to_vec(),
-                    mode: StoreMode::Upsert,
-                }
+            .enumerate()
+            .map(|(offset, block)| {
+                let lba = self.config.log_lba(lsn + offset as u64);
+                self.store(lba_key(lba).to_vec(), block.to_vec())
             })
             .collect();
         let done = device.batch(at, &operations)?;
+        self.log_head = head;
+        self.log_oldest = oldest;
         self.log_free_at = done;
+        for (table, key, value) in records {
+            let name = (*table, key.to_vec());
+            if value.is_none() {
+                self.deleted.insert(name.clone());
+            } else {
+                self.deleted.remove(&name);
+            }
+            if let std::collections::hash_map::Entry::Vacant(entry) =
+                self.dirty_since.entry(name.clone())
+            {
+                entry.insert(lsn);
+                self.dirty_lsns.entry(lsn).or_default().insert(name);
+            }
+        }
+        Ok(done)
+    }
+
+    /// A record is in its page: the log no longer needs it for it.
+    fn written(&mut self, name: &(TableId, Vec<u8>)) {
+        if let Some(lsn) = self.dirty_since.remove(name) {
+            if let Some(names) = self.dirty_lsns.get_mut(&lsn) {
+                names.remove(name);
+                if names.is_empty() {
+                    self.dirty_lsns.remove(&lsn);
+                }
+            }
+        }
+    }
+
+    /// Whether more than half the ring holds records still needed: the cleaner then writes the
+    /// records the oldest of them changed first, so the truncation point moves on before the
+    /// ring fills.
+    pub(crate) fn log_pressed(&self) -> bool {
+        self.log_head
+            .saturating_sub(self.log_oldest)
+            .saturating_mul(2)
+            > self.config.log_blocks
+    }
+
+    /// Up to `limit` dirty or deleted records, those changed by the oldest log records first.
+    pub(crate) fn oldest_dirty(&self, limit: usize) -> Vec<(TableId, Vec<u8>)> {
+        self.dirty_lsns
+            .values()
+            .flatten()
+            .take(limit)
+            .cloned()
+            .collect()
+    }
+
+    /// After a full checkpoint (every dirty record and deletion written, durable by `at`):
+    /// writes the anchor, truncating the whole log; returns when it is durable.
+    pub(crate) fn anchor(&mut self, device: &Device, at: SimTime) -> Result<SimTime> {
+        let oldest = self
+            .dirty_lsns
+            .first_key_value()
+            .map_or(self.log_head, |(&oldest, _)| oldest)
+            .max(self.log_oldest);
+        let block = format::encode_anchor(&self.config.anchor(oldest));
+        let operation = self.store(lba_key(self.config.anchor_lba()).to_vec(), block);
+        let done = device.batch(at, &[operation])?;
+        self.log_oldest = oldest;
         Ok(done)
     }
 
     /// Writes dirty records (and deletions since the last checkpoint) into their pages, issued at
-    /// `at` in the background; returns the commands issued.
+    /// `at` in the background; returns when the last write is done and the commands issued.
     pub(crate) fn checkpoint(
         &mut self,
         device: &Device,
@@ -361,8 +718,13 @@ impl Conventional {
         tables: &[Table],
         dirty: &[(TableId, Vec<u8>, Vec<u8>)],
         cached: CachedValue<'_>,
-    ) -> Result<u64> {
+    ) -> Result<(SimTime, u64)> {
         let deleted = std::mem::take(&mut self.deleted);
+        let names: Vec<(TableId, Vec<u8>)> = dirty
+            .iter()
+            .map(|(table, key, _)| (*table, key.clone()))
+            .chain(deleted.iter().cloned())
+            .collect();
         let mut patches = Vec::new();
         // Pages the cache holds whole are written whole (no read-modify-write), as a buffer
         // pool writes its pages; the others get a sub-block write per record.
@@ -375,19 +737,17 @@ impl Conventional {
             let info = tables
                 .get(table.0 as usize)
                 .ok_or(HostError::TableUnknown(table))?;
-            let (lba, slot, index) = self.place(table, info, &key)?;
+            let (lba, slot, index) = self.place(table, info.value_bytes_max, &key)?;
             if self.resident.contains(&lba) {
                 let (prefix, _) = record_number(&key);
                 whole.insert(lba, (table, prefix.to_vec(), index));
                 continue;
             }
             let offset = (slot * Self::slot_bytes(info)) as u32;
-            patches.push(BatchOp::Store {
-                namespace: self.namespace,
-                key: lba_offset_key(lba, offset).to_vec(),
-                value: Self::encode_slot(value),
-                mode: StoreMode::Upsert,
-            });
+            patches.push(self.store(
+                lba_offset_key(lba, offset).to_vec(),
+                Self::encode_slot(value),
+            ));
         }
         for (lba, (table, prefix, index)) in whole {
             let info = tables
@@ -403,18 +763,12 @@ impl Conventional {
                 image[slot * slot_bytes..slot * slot_bytes + encoded.len()]
                     .copy_from_slice(&encoded);
             }
-            patches.push(BatchOp::Store {
-                namespace: self.namespace,
-                key: lba_key(lba).to_vec(),
-                value: image,
-                mode: StoreMode::Upsert,
-            });
+            patches.push(self.store(lba_key(lba).to_vec(), image));
         }
-        let mut commands = 0;
-        for chunk in patches.chunks(256) {
-            device.batch(at, chunk)?;
-            commands += 1;
+        let written = self.write(device, at, patches, 256)?;
+        for name in &names {
+            self.written(name);
         }
-        Ok(commands)
+        Ok(written)
     }
 }

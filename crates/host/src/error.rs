@@ -68,6 +68,11 @@ pub enum HostError {
     /// Every control block is in use.
     #[error("all {0} transaction control blocks are in use")]
     TxnsExhausted(usize),
+    /// The conventional path's log, anchor or page directory on the device is damaged in a way
+    /// recovery cannot get past without losing an acknowledged commit (a torn record at the
+    /// log's end is not this: it was never acknowledged, and recovery ignores it).
+    #[error("the conventional path's data on the device is damaged: {0}")]
+    Corrupt(String),
     /// The device refused a command. At commit, the transaction is ABORTED and nothing of it was
     /// applied (a batch is all or nothing).
     #[error("device: {0}")]

@@ -13,7 +13,10 @@ use crate::error::{HostError, Result};
 use crate::locks::{Grant, LockMode, LockName, LockTable};
 use crate::types::{Access, CommitPath, HostConfig, HostStats, TableId, TxnId, TxnState};
 
+mod cleaner;
 mod writes;
+
+use cleaner::Clean;
 
 /// What a transaction will do to a key at commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,7 +99,9 @@ fn private_bytes(key: &[u8], value: Option<&Vec<u8>>) -> u64 {
 }
 
 impl Host {
-    /// A host over `device`. The conventional path creates its `block` namespace now.
+    /// A host over `device`. The conventional path creates its `block` namespace now, or, if the
+    /// device already has it (reopened after a crash or a clean close), recovers it: the
+    /// committed records of its log are redone into their pages before this returns.
     pub fn open(device: Arc<Device>, config: HostConfig) -> Result<Host> {
         let conventional = match config.commit_path {
             CommitPath::Kaml => None,
@@ -105,8 +110,10 @@ impl Host {
             }
         };
         let mut cache = Cache::new(config.cache_bytes);
-        if conventional.is_some() {
+        let mut stats = HostStats::default();
+        if let Some(conventional) = &conventional {
             cache.keep_evicted();
+            stats.replayed_records = conventional.replayed();
         }
         Ok(Host {
             device,
@@ -118,7 +125,7 @@ impl Host {
             next_txn: 1,
             next_age: 1,
             conventional,
-            stats: HostStats::default(),
+            stats,
         })
     }
 
@@ -154,6 +161,7 @@ impl Host {
         };
         if let Some(conventional) = &self.conventional {
             conventional.check_slot(value_bytes_max)?;
+            conventional.check_table(TableId(self.tables.len() as u32), value_bytes_max)?;
         }
         self.tables.push(Table {
             name: name.to_string(),
@@ -166,10 +174,14 @@ impl Host {
     /// Opens the table named `name` on the KAML path: the namespace of that name if the device
     /// has one (a device reopened after a crash or a clean close), else a new namespace given
     /// that name. Returns the table and whether it existed. The conventional path keeps no
-    /// names on the device: there it is [`Host::create_table`] and never existed.
+    /// names on the device, only table numbers: there it is [`Host::create_table`] (tables
+    /// created in the order and with the sizes they had), and the table existed if the device
+    /// holds pages or log records of its number.
     pub fn open_table(&mut self, name: &str, value_bytes_max: usize) -> Result<(TableId, bool)> {
-        if self.config.commit_path != CommitPath::Kaml {
-            return Ok((self.create_table(name, value_bytes_max)?, false));
+        if let Some(conventional) = &self.conventional {
+            let existed =
+                conventional.check_table(TableId(self.tables.len() as u32), value_bytes_max)?;
+            return Ok((self.create_table(name, value_bytes_max)?, existed));
         }
         let (namespace, existed) = match self.device.namespace_by_name(name)? {
             Some(namespace) => (namespace, true),
@@ -590,19 +602,13 @@ impl Host {
                 None => self.cache.remove(table, &key),
             }
         }
-        if let Some(conventional) = &mut self.conventional {
-            if self.cache.dirty_bytes() > conventional.checkpoint_dirty_bytes() {
-                let dirty = self
-                    .cache
-                    .take_dirty(conventional.clean_records_per_commit());
-                note_evictions(&mut self.cache, conventional, &self.tables);
-                let cache = &self.cache;
-                let cached =
-                    |table: TableId, key: &[u8]| cache.peek(table, key).map(<[u8]>::to_vec);
-                let commands =
-                    conventional.checkpoint(&self.device, at, &self.tables, &dirty, &cached)?;
-                self.stats.device_commands += commands;
-                self.stats.checkpoints += 1;
+        if let Some(conventional) = &self.conventional {
+            let records = conventional.clean_records_per_commit();
+            if conventional.log_pressed() {
+                let oldest = conventional.oldest_dirty(records);
+                self.clean(at, Clean::Named(&oldest))?;
+            } else if self.cache.dirty_bytes() > conventional.checkpoint_dirty_bytes() {
+                self.clean(at, Clean::KeyOrder(records))?;
             }
         }
         self.stats.commits += 1;
@@ -617,13 +623,24 @@ impl Host {
     /// Makes a transaction's writes durable; returns when they are.
     fn write_commit(&mut self, at: SimTime, writes: &[PendingWrite]) -> Result<SimTime> {
         self.stats.device_commands += 1;
-        if let Some(conventional) = &mut self.conventional {
+        if self.conventional.is_some() {
             self.stats.log_writes += 1;
             let records: Vec<crate::conventional::LogRecord<'_>> = writes
                 .iter()
                 .map(|(table, key, value, _)| (*table, key.as_slice(), value.as_deref()))
                 .collect();
-            return conventional.log_commit(&self.device, at, &records);
+            let mut at = at;
+            if let Some(conventional) = &self.conventional {
+                if !conventional.log_has_room(&records)? {
+                    // The ring would overwrite a record whose pages are not written: write them
+                    // all first, and wait for it.
+                    at = self.full_checkpoint(at)?;
+                    self.stats.log_full_checkpoints += 1;
+                }
+            }
+            if let Some(conventional) = &mut self.conventional {
+                return conventional.log_commit(&self.device, at, &self.tables, &records);
+            }
         }
         let operations: Vec<BatchOp> = writes
             .iter()
@@ -721,21 +738,6 @@ impl Host {
     /// Locks in the lock table (held, waited for, or releasing).
     pub fn locks_in_table(&self) -> usize {
         self.locks.len()
-    }
-
-    /// Conventional path: writes every dirty record back (a final checkpoint), issued at `at`.
-    pub fn checkpoint(&mut self, at: SimTime) -> Result<()> {
-        if let Some(conventional) = &mut self.conventional {
-            let dirty = self.cache.take_dirty(usize::MAX);
-            note_evictions(&mut self.cache, conventional, &self.tables);
-            let cache = &self.cache;
-            let cached = |table: TableId, key: &[u8]| cache.peek(table, key).map(<[u8]>::to_vec);
-            let commands =
-                conventional.checkpoint(&self.device, at, &self.tables, &dirty, &cached)?;
-            self.stats.device_commands += commands;
-            self.stats.checkpoints += 1;
-        }
-        Ok(())
     }
 }
 

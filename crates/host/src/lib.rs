@@ -23,7 +23,10 @@
 //! acknowledged only once the device has made it durable (under its write-ahead log's sync
 //! policy, or its power-loss protection), all of it or none. The cache holds only committed
 //! data, so a crash loses nothing acknowledged and exposes nothing uncommitted; after recovery a
-//! new host starts with a cold cache. docs/host.md has the whole contract.
+//! new host starts with a cold cache. On the conventional path a commit is acknowledged once its
+//! record in the central write-ahead log is durable; [`Host::open`] over a device that already
+//! holds the path's namespace replays the committed records its pages lack. docs/host.md has
+//! the whole contract and the log's format.
 
 mod cache;
 mod conventional;
@@ -34,7 +37,7 @@ pub mod shared;
 pub mod sim;
 mod types;
 
-pub use conventional::ConventionalConfig;
+pub use conventional::{ConventionalConfig, CONVENTIONAL_NAMESPACE};
 pub use error::{HostError, Result};
 pub use host::Host;
 pub use locks::{record_number, LockMode, LockName};

@@ -147,4 +147,10 @@ pub struct HostStats {
     pub checkpoints: u64,
     /// Conventional path: simulated nanoseconds commits waited for the log.
     pub log_wait_ns: u64,
+    /// Conventional path: full checkpoints a commit waited for because the log ring was full of
+    /// records whose pages were not written.
+    pub log_full_checkpoints: u64,
+    /// Conventional path: committed log entries redone into their pages when the host opened
+    /// (recovery).
+    pub replayed_records: u64,
 }

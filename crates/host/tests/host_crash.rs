@@ -1,10 +1,13 @@
-//! Power cuts in the middle of commits. A small TPC-B (two branches, four tellers, 32 accounts
-//! and a history table, each a `kaml` namespace) runs through the host layer from several
-//! clients on simulated flash under the device's write-ahead log (sync per command, the crash
-//! harness's configuration). A dry run counts its flash operations; then, for a spread of crash
-//! points after the load, the same seeded run loses power after N flash operations (in-flight
-//! programs torn or lost by the fault model), the flash is reopened (recovery), and the test
-//! checks:
+//! Power cuts in the middle of commits, on both commit paths. A small TPC-B (two branches, four
+//! tellers, 32 accounts and a history table: each a `kaml` namespace on the KAML path, pages of
+//! one `block` namespace with the central write-ahead log on the conventional one) runs through
+//! the host layer from several clients on simulated flash under the device's write-ahead log
+//! (sync per command, the crash harness's configuration). A dry run counts its flash operations;
+//! then, for a spread of crash points after the load, the same seeded run loses power after N
+//! flash operations (in-flight programs torn or lost by the fault model), the flash is reopened
+//! (the device's recovery; on the conventional path a host is opened too, which replays its
+//! log into the pages, and then opened again over the same flash to show that replaying twice
+//! gives the same state), and the test checks:
 //!
 //! * every acknowledged commit is there: the recovered state is the serial replay of the
 //!   acknowledged transactions in commit order, or that plus the one commit in flight at the cut
@@ -22,7 +25,7 @@ use kvssd_device::crash::harness_config_for;
 use kvssd_device::{Device, Durability, SyncPolicy};
 use kvssd_flash::{FaultConfig, Flash};
 use kvssd_host::sim::{self, Program, SimConfig, SimOutcome, Step, Workload};
-use kvssd_host::{Host, HostConfig, TableId};
+use kvssd_host::{CommitPath, ConventionalConfig, Host, HostConfig, TableId};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
@@ -114,12 +117,56 @@ struct Run {
     outcome: SimOutcome,
     initial: State,
     tables: Tables,
+    /// The tables' namespaces on the KAML path.
     namespaces: Vec<kvssd_device::NamespaceId>,
     flash: Flash,
     load_operations: u64,
+    /// Conventional path: commits that waited for a full checkpoint because the log ring was
+    /// full, and page-cleaner runs.
+    log_full_checkpoints: u64,
+    checkpoints: u64,
 }
 
-fn run(seed: u64, cut_after: Option<u64>) -> Result<Run, String> {
+/// The host's configuration. The conventional path gets pages of the harness's logical block
+/// (128 B: four records), a log ring smaller than the run's commits need (so it fills, and
+/// full checkpoints truncate it) and a page cleaner that starts after a dozen dirty records.
+fn host_config(path: CommitPath) -> HostConfig {
+    let mut config = HostConfig::new(1 << 20);
+    config.commit_path = path;
+    config.conventional = ConventionalConfig {
+        page_bytes: 128,
+        log_blocks: 12,
+        directory_blocks: 16,
+        checkpoint_dirty_bytes: 1000,
+        clean_records_per_commit: 1,
+    };
+    config
+}
+
+fn create_tables(host: &mut Host) -> Result<Tables, String> {
+    let mut tables = [TableId(0); 4];
+    for (slot, name) in ["account", "teller", "branch", "history"]
+        .iter()
+        .enumerate()
+    {
+        tables[slot] = host
+            .create_table(name, VALUE_BYTES)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(Tables(tables))
+}
+
+/// Every record number of a table slot the state may hold.
+fn numbers(slot: usize) -> Vec<u64> {
+    match slot {
+        0 => (0..ACCOUNTS).collect(),
+        1 => (0..TELLERS).collect(),
+        2 => (0..BRANCHES).collect(),
+        _ => (1..=TRANSACTIONS + u64::from(CLIENTS)).collect(),
+    }
+}
+
+fn run(seed: u64, cut_after: Option<u64>, path: CommitPath) -> Result<Run, String> {
     let (profile, device_config) =
         harness_config_for(Durability::WriteAheadLog(SyncPolicy::EveryCommand));
     let mut flash =
@@ -131,17 +178,8 @@ fn run(seed: u64, cut_after: Option<u64>) -> Result<Run, String> {
         ..FaultConfig::default()
     });
     let device = Arc::new(Device::open(flash, device_config).map_err(|e| e.to_string())?);
-    let mut host = Host::open(device, HostConfig::new(1 << 20)).map_err(|e| e.to_string())?;
-    let mut tables = [TableId(0); 4];
-    for (slot, name) in ["account", "teller", "branch", "history"]
-        .iter()
-        .enumerate()
-    {
-        tables[slot] = host
-            .create_table(name, VALUE_BYTES)
-            .map_err(|e| e.to_string())?;
-    }
-    let tables = Tables(tables);
+    let mut host = Host::open(device, host_config(path)).map_err(|e| e.to_string())?;
+    let tables = create_tables(&mut host)?;
     let mut initial = State::new();
     for (slot, count) in [ACCOUNTS, TELLERS, BRANCHES].into_iter().enumerate() {
         for number in 0..count {
@@ -179,13 +217,9 @@ fn run(seed: u64, cut_after: Option<u64>) -> Result<Run, String> {
     let namespaces = tables
         .0
         .iter()
-        .map(|&table| {
-            host.table_namespace(table)
-                .ok()
-                .flatten()
-                .ok_or_else(|| "a table without a namespace".to_string())
-        })
-        .collect::<Result<_, _>>()?;
+        .filter_map(|&table| host.table_namespace(table).ok().flatten())
+        .collect();
+    let stats = host.stats();
     let device = Arc::try_unwrap(host.into_device()).map_err(|_| "device still shared")?;
     let flash = device.into_flash().map_err(|e| e.to_string())?;
     Ok(Run {
@@ -195,7 +229,70 @@ fn run(seed: u64, cut_after: Option<u64>) -> Result<Run, String> {
         namespaces,
         flash,
         load_operations,
+        log_full_checkpoints: stats.log_full_checkpoints,
+        checkpoints: stats.checkpoints,
     })
+}
+
+/// Reopens cut flash (the device's recovery) and reads back every key the state may hold: on
+/// the KAML path from the tables' namespaces; on the conventional path through a new host (its
+/// log replayed into the pages), then once more through another (replayed again) and the two
+/// must agree.
+fn recover(
+    path: CommitPath,
+    mut flash: Flash,
+    tables: Tables,
+    namespaces: &[kvssd_device::NamespaceId],
+) -> Result<(State, u64), String> {
+    flash.restore_power();
+    flash.set_faults(FaultConfig::default());
+    let (_, device_config) =
+        harness_config_for(Durability::WriteAheadLog(SyncPolicy::EveryCommand));
+    let device =
+        Device::open(flash, device_config.clone()).map_err(|e| format!("recovery: {e}"))?;
+    let mut recovered = State::new();
+    if path == CommitPath::Kaml {
+        for (slot, &table) in tables.0.iter().enumerate() {
+            for number in numbers(slot) {
+                let (found, _) = device
+                    .retrieve(0, namespaces[slot], &key(number), None)
+                    .map_err(|e| e.to_string())?;
+                if let Some(found) = found {
+                    recovered.insert((table, key(number)), found.value);
+                }
+            }
+        }
+        return Ok((recovered, 0));
+    }
+    let mut device = device;
+    let mut replayed = 0;
+    for pass in 0..2 {
+        let mut host = Host::open(Arc::new(device), host_config(path))
+            .map_err(|e| format!("host recovery (pass {pass}): {e}"))?;
+        if pass == 0 {
+            replayed = host.stats().replayed_records;
+        }
+        let reopened = create_tables(&mut host)?;
+        let mut state = State::new();
+        for (slot, &table) in reopened.0.iter().enumerate() {
+            for number in numbers(slot) {
+                let (found, _) = host
+                    .read_committed(0, table, &key(number))
+                    .map_err(|e| e.to_string())?;
+                if let Some(found) = found {
+                    state.insert((tables.0[slot], key(number)), found);
+                }
+            }
+        }
+        if pass == 1 && state != recovered {
+            return Err("replaying the log a second time changed the state".into());
+        }
+        recovered = state;
+        let shared = Arc::try_unwrap(host.into_device()).map_err(|_| "device still shared")?;
+        let flash = shared.into_flash().map_err(|e| e.to_string())?;
+        device = Device::open(flash, device_config.clone()).map_err(|e| e.to_string())?;
+    }
+    Ok((recovered, replayed))
 }
 
 /// What recovery did with the commit in flight at the cut.
@@ -210,20 +307,16 @@ enum InFlight {
 }
 
 /// Recovers the flash of a cut run and checks it.
-fn check_point(seed: u64, cut_after: u64) -> Result<InFlight, String> {
+/// Returns what became of the commit in flight, and how many log entries recovery replayed.
+fn check_point(seed: u64, cut_after: u64, path: CommitPath) -> Result<(InFlight, u64), String> {
     let Run {
         outcome,
         initial,
         tables,
         namespaces,
-        mut flash,
+        flash,
         ..
-    } = run(seed, Some(cut_after))?;
-    flash.restore_power();
-    flash.set_faults(FaultConfig::default());
-    let (_, device_config) =
-        harness_config_for(Durability::WriteAheadLog(SyncPolicy::EveryCommand));
-    let device = Device::open(flash, device_config).map_err(|e| format!("recovery: {e}"))?;
+    } = run(seed, Some(cut_after), path)?;
     let mut acknowledged = initial;
     for committed in &outcome.log {
         apply(&mut acknowledged, &committed.steps);
@@ -233,24 +326,7 @@ fn check_point(seed: u64, cut_after: u64) -> Result<InFlight, String> {
     if let Some(failed) = in_flight {
         apply(&mut with_in_flight, &failed.steps);
     }
-    // Read back every key either state names.
-    let mut recovered = State::new();
-    for (slot, &table) in tables.0.iter().enumerate() {
-        let numbers: Vec<u64> = match slot {
-            0 => (0..ACCOUNTS).collect(),
-            1 => (0..TELLERS).collect(),
-            2 => (0..BRANCHES).collect(),
-            _ => (1..=TRANSACTIONS + u64::from(CLIENTS)).collect(),
-        };
-        for number in numbers {
-            let (found, _) = device
-                .retrieve(0, namespaces[slot], &key(number), None)
-                .map_err(|e| e.to_string())?;
-            if let Some(found) = found {
-                recovered.insert((table, key(number)), found.value);
-            }
-        }
-    }
+    let (recovered, replayed) = recover(path, flash, tables, &namespaces)?;
     if recovered != acknowledged && recovered != with_in_flight {
         let lost: Vec<_> = acknowledged
             .iter()
@@ -288,17 +364,20 @@ fn check_point(seed: u64, cut_after: u64) -> Result<InFlight, String> {
             sum(3)
         ));
     }
-    Ok(match in_flight {
+    let fate = match in_flight {
         None => InFlight::None,
         Some(_) if recovered == with_in_flight && recovered != acknowledged => InFlight::Applied,
         Some(_) => InFlight::Dropped,
-    })
+    };
+    Ok((fate, replayed))
 }
 
-#[test]
-fn host_crash_every_acknowledged_commit_survives_and_none_is_half_applied() {
+/// Cuts power after every flash operation of the run (or 400 points spread over them) and checks
+/// each; returns how the commit in flight fared, by name (and `Replayed`: cuts whose recovery
+/// redid log entries into pages), and the dry run.
+fn crash_points(path: CommitPath) -> (BTreeMap<String, u64>, Run) {
     let seed = 11;
-    let dry = run(seed, None).expect("dry run");
+    let dry = run(seed, None, path).expect("dry run");
     assert_eq!(
         dry.outcome.committed, TRANSACTIONS,
         "the dry run committed everything"
@@ -318,16 +397,23 @@ fn host_crash_every_acknowledged_commit_survives_and_none_is_half_applied() {
     let mut failures = Vec::new();
     let mut counts = BTreeMap::new();
     for &point in &points {
-        match check_point(seed, point) {
-            Ok(in_flight) => *counts.entry(format!("{in_flight:?}")).or_insert(0) += 1,
+        match check_point(seed, point, path) {
+            Ok((in_flight, replayed)) => {
+                *counts.entry(format!("{in_flight:?}")).or_insert(0) += 1;
+                if replayed > 0 {
+                    *counts.entry("Replayed".to_string()).or_insert(0) += 1;
+                }
+            }
             Err(error) => failures.push(format!(
-                "seed {seed}, cut after flash operation {point}: {error}"
+                "{} path, seed {seed}, cut after flash operation {point}: {error}",
+                path.name()
             )),
         }
     }
     println!(
-        "host crash: {} crash points over the {} flash operations after the load; the commit in \
-         flight at the cut: {counts:?}; {} failed",
+        "host crash, {} path: {} crash points over the {} flash operations after the load; the \
+         commit in flight at the cut: {counts:?}; {} failed",
+        path.name(),
         points.len(),
         total - first + 1,
         failures.len()
@@ -336,5 +422,29 @@ fn host_crash_every_acknowledged_commit_survives_and_none_is_half_applied() {
     assert!(
         counts.contains_key("Applied") && counts.contains_key("Dropped"),
         "cuts never landed inside a commit both before and after it became durable: {counts:?}"
+    );
+    (counts, dry)
+}
+
+#[test]
+fn host_crash_every_acknowledged_commit_survives_and_none_is_half_applied() {
+    crash_points(CommitPath::Kaml);
+}
+
+#[test]
+fn host_crash_conventional_log_replay_keeps_every_acknowledged_commit_whole() {
+    let (counts, dry) = crash_points(CommitPath::Conventional);
+    // Acknowledged commits lived only in the log at many cuts: recovery had to redo them.
+    assert!(
+        counts.get("Replayed").copied().unwrap_or(0) > 0,
+        "no cut left an acknowledged commit only in the log: {counts:?}"
+    );
+    // The cuts must also have landed while acknowledged commits lived only in the log: the ring
+    // filled (full checkpoints truncated it) and the page cleaner ran during the run.
+    assert!(
+        dry.log_full_checkpoints > 0 && dry.checkpoints > dry.log_full_checkpoints,
+        "the run never filled the log ring or never ran the page cleaner: {} full, {} cleaner runs",
+        dry.log_full_checkpoints,
+        dry.checkpoints
     );
 }

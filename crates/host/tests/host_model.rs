@@ -103,6 +103,7 @@ fn open(path: CommitPath, granularity: u64, cache_bytes: u64) -> Host {
     config.conventional = ConventionalConfig {
         page_bytes: 128,
         log_blocks: 64,
+        directory_blocks: 64,
         checkpoint_dirty_bytes: 400,
         clean_records_per_commit: 3,
     };

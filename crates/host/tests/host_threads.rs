@@ -68,6 +68,7 @@ fn run(path: CommitPath, granularity: u64) {
     config.conventional = ConventionalConfig {
         page_bytes: 128,
         log_blocks: 64,
+        directory_blocks: 64,
         checkpoint_dirty_bytes: 400,
         clean_records_per_commit: 3,
     };
