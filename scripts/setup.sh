@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Makes sure a Rust toolchain that can build kvssd is on this machine, installing one if there is none.
+# Makes sure a Rust toolchain and a C compiler that can build kvssd are on this machine, installing
+# them if they are missing.
 # kvssd needs Rust 1.85 or newer (edition 2021, workspace lints) and the crates in Cargo.lock, which
 # cargo fetches from crates.io on the first build.
 set -euo pipefail
@@ -41,3 +42,10 @@ for component in rustfmt clippy; do
         fi
     fi
 done
+
+# A C compiler: the program's allocator (mimalloc) and libkvssd's C tests are built with it.
+if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
+    echo "setup: no C compiler; installing gcc" >&2
+    apt-get update -qq
+    apt-get install -y -qq gcc libc6-dev
+fi

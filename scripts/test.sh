@@ -8,12 +8,7 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy (warnings are errors)"
 cargo clippy --locked --workspace --all-targets -- -D warnings
-echo "== libkvssd (release) and a C compiler for its C tests"
-if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
-    echo "test: no C compiler; installing gcc" >&2
-    apt-get update -qq
-    apt-get install -y -qq gcc libc6-dev
-fi
+echo "== libkvssd (release), for its C tests (scripts/setup.sh made sure of a C compiler)"
 cargo build --locked --release -p kvssd-capi
 echo "== redis-benchmark, which the server's tests run against kvssd serve"
 if ! command -v redis-benchmark >/dev/null 2>&1; then
