@@ -14,7 +14,9 @@
 //! * **Batch size** (Fig. 7): Insert and Update on `kaml` with atomic batches of 1 to 8 records per
 //!   command; throughput counts records.
 //! * **Number of logs** (Fig. 8): Update on `kaml` with the namespace's writes confined to 16, 32
-//!   or 64 logs.
+//!   or 64 logs, on its own data set (`logs_records`). With KAML's per-log free-block lists
+//!   (§IV-E) the namespace's blocks stay on its logs' dies, so fewer logs also mean fuller dies
+//!   and earlier GC.
 //!
 //! KAML's setup as far as the paper gives it: 64-bit keys held in the mapping table's slots
 //! (§IV-C), a table sized so the records fill it to `load_factor` (Fig. 5 reports load factors
@@ -60,6 +62,16 @@ pub struct KamlMicroConfig {
     pub logs_value_bytes: usize,
     /// Records inserted (the Insert experiment, and the data set of Update and Fetch).
     pub records: u64,
+    /// Records of the logs experiment's data set (written before its Update runs). Default
+    /// 25 000: a 4 KiB record takes a page, so they fill the 16 logs' dies (16 x 32 MiB) to the
+    /// 38% that the 100 000 records of the record-size runs fill the whole card to.
+    pub logs_records: u64,
+    /// `kaml`'s per-log free-block lists (KAML §IV-E, [`HashConfig::log_free_lists`]): a
+    /// namespace on fewer logs keeps its data on fewer dies. Off, its logs borrow other dies'
+    /// blocks. Only the logs experiment gives a namespace fewer than all logs.
+    ///
+    /// [`HashConfig::log_free_lists`]: kvssd_engine::hash::HashConfig::log_free_lists
+    pub log_free_lists: bool,
     /// Commands of each Update and Fetch bandwidth run.
     pub operations: u64,
     /// Commands of each single-client latency run.
@@ -97,6 +109,8 @@ impl KamlMicroConfig {
             value_bytes: 256,
             logs_value_bytes: 4096,
             records: 100_000,
+            logs_records: 25_000,
+            log_free_lists: true,
             operations: 50_000,
             latency_operations: 1_000,
             clients: 8,
@@ -171,6 +185,7 @@ impl<'a> Bench<'a> {
         };
         let mut kaml = profile.hash_config(HashPreset::Kaml);
         kaml.key_in_slot = true;
+        kaml.log_free_lists = config.log_free_lists;
         // One table of fixed size, as KAML's 1024 MB table, filled to the load factor.
         kaml.table_slots = ((config.records as f64 / config.load_factor).ceil() as u64).max(1024);
         kaml.write_buffer_bytes = config.write_buffer_bytes;
@@ -626,8 +641,14 @@ pub fn run(config: &KamlMicroConfig, progress: Progress<'_>) -> Result<BenchRepo
     for (step, &count) in config.log_counts.iter().enumerate() {
         progress(&format!("logs {}/{logs}: {count} logs", step + 1));
         let mut bench = Bench::new(config, Side::Kaml, config.logs_value_bytes, Some(count))?;
-        bench.insert(0, records, 8, config.clients, progress)?;
-        let update = bench.update(records, config.operations, 1, config.clients, progress)?;
+        bench.insert(0, config.logs_records, 8, config.clients, progress)?;
+        let update = bench.update(
+            config.logs_records,
+            config.operations,
+            1,
+            config.clients,
+            progress,
+        )?;
         report.results.push(result(
             &update,
             &Params {
@@ -680,6 +701,7 @@ mod tests {
             batch_sizes: vec![1, 4],
             log_counts: vec![16, 64],
             records: 2_000,
+            logs_records: 2_000,
             operations: 1_000,
             latency_operations: 100,
             ..KamlMicroConfig::default_config()
@@ -726,6 +748,16 @@ mod tests {
             "batch 4 {} batch 1 {}",
             batch(4),
             batch(1)
+        );
+        // The logs share out the dies' program bandwidth: 4x the logs, well over 2x the Puts.
+        let logs = |count: u64| {
+            find(&report, "kaml", "logs", "update", "logs", count, clients).throughput_kops
+        };
+        assert!(
+            logs(64) > 2.0 * logs(16),
+            "64 logs {} 16 logs {}",
+            logs(64),
+            logs(16)
         );
         assert!(report
             .results

@@ -47,6 +47,13 @@ pub(crate) struct KamlMicroArgs {
     /// Records inserted (the Insert experiment and the data set of Update and Fetch).
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) records: u64,
+    /// Records of the logs experiment's data set.
+    #[arg(long, default_value_t = 25_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) logs_records: u64,
+    /// kaml's per-log free-block lists (KAML §IV-E): a namespace on fewer logs keeps its data on
+    /// their dies; false lets its logs borrow other dies' blocks.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub(crate) log_free_lists: bool,
     /// Commands of each Update and Fetch bandwidth run.
     #[arg(long, default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) ops: u64,

@@ -314,6 +314,8 @@ pub(crate) fn run_kaml_micro(args: KamlMicroArgs) -> ExitCode {
         value_bytes: args.value_bytes,
         logs_value_bytes: args.logs_value_bytes,
         records: args.records,
+        logs_records: args.logs_records,
+        log_free_lists: args.log_free_lists,
         operations: args.ops,
         latency_operations: args.latency_ops,
         clients: args.clients,
@@ -324,7 +326,7 @@ pub(crate) fn run_kaml_micro(args: KamlMicroArgs) -> ExitCode {
         ..kaml_micro::KamlMicroConfig::default_config()
     };
     eprintln!(
-        "kvssd bench kaml-micro: pink card [{}]; kaml (Get/Put, {} B keys in the slots, table at load factor {}) beside block (read/write, {} B logical blocks, preconditioned); {} records, {} commands per update/fetch bandwidth run and {} per latency run; bandwidth at queue depth {} ({} closed-loop clients, one command each), latency at queue depth 1; controller time {} ns per command and {} ns per record; record sizes {:?}, batch sizes {:?} at {} B, logs {:?} at {} B; seed {} (simulated time)",
+        "kvssd bench kaml-micro: pink card [{}]; kaml (Get/Put, {} B keys in the slots, table at load factor {}) beside block (read/write, {} B logical blocks, preconditioned); {} records, {} commands per update/fetch bandwidth run and {} per latency run; bandwidth at queue depth {} ({} closed-loop clients, one command each), latency at queue depth 1; controller time {} ns per command and {} ns per record; record sizes {:?}, batch sizes {:?} at {} B, logs {:?} at {} B with {} records (per-log free lists: {}); seed {} (simulated time)",
         config.flash.geometry,
         kaml_micro::KEY_BYTES,
         config.load_factor,
@@ -341,6 +343,8 @@ pub(crate) fn run_kaml_micro(args: KamlMicroArgs) -> ExitCode {
         config.value_bytes,
         config.log_counts,
         config.logs_value_bytes,
+        config.logs_records,
+        config.log_free_lists,
         config.seed
     );
     let started = std::time::Instant::now();

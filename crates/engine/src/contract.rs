@@ -146,6 +146,13 @@ pub trait Engine: Send {
     /// key's value; a refusal ([`EngineError::CapacityExceeded`]) leaves the pairs staged.
     fn flush(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime>;
 
+    /// Whether the namespace takes free blocks only from its logs' dies (see
+    /// `kvssd_space::Space::set_namespace_confined`); the device tells the space layer when it
+    /// creates or reopens the namespace. `false` by default.
+    fn confined_to_logs(&self) -> bool {
+        false
+    }
+
     /// The block this engine's GC policy would collect next among its namespace's blocks, if any.
     /// The device compares the namespaces' candidates and hands the one it chose to
     /// [`Engine::collect_victim`]. Changes nothing.

@@ -19,6 +19,7 @@
 //! Byte layouts are in `docs/design.md` §15 ("Byte layouts").
 
 mod config;
+mod confine;
 #[cfg(test)]
 mod decoder_properties;
 mod durable;
@@ -249,6 +250,8 @@ pub struct Space {
     free_count: u64,
     logs: Vec<Log>,
     writers: BTreeMap<u32, Writer>,
+    /// Namespaces confined to their logs' dies (see `confine.rs`).
+    confined: std::collections::BTreeSet<u32>,
     allocations: u64,
     valid_bytes_total: u64,
     stats: SpaceStats,
@@ -290,6 +293,7 @@ impl Space {
             free_count,
             logs,
             writers: BTreeMap::new(),
+            confined: std::collections::BTreeSet::new(),
             allocations: 0,
             valid_bytes_total: 0,
             stats: SpaceStats::default(),

@@ -102,6 +102,7 @@ impl Space {
             self.free_count += 1;
         }
         self.writers.remove(&namespace);
+        self.confined.remove(&namespace);
         Ok(done)
     }
 
@@ -182,9 +183,13 @@ impl Space {
             .collect();
         let die_count = self.geometry.dies();
         let home = dies.first().copied().unwrap_or(0);
+        // A confined namespace borrows only from its other logs' dies (KAML's per-log free lists
+        // keep its data on its logs' dies).
+        let lenders = self.confined_dies(namespace);
         let borrowed = (1..die_count)
             .map(|offset| (home + offset) % die_count)
             .filter(|die| !dies.contains(die))
+            .filter(|die| lenders.as_ref().is_none_or(|lenders| lenders.contains(die)))
             .max_by_key(|&die| {
                 let distance = (die + die_count - home) % die_count;
                 (

@@ -204,3 +204,65 @@ fn space_regression_overwrites_spread_programs_over_dies() {
         "programs per die should be within 15% of each other: {programs_per_die:?}"
     );
 }
+
+#[test]
+fn space_confined_namespace_takes_blocks_only_from_its_logs_dies() {
+    let profile = Profile::test_min();
+    let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+    let mut config = SpaceConfig::for_geometry(&profile.geometry);
+    config.logs = 4;
+    config.gc_reserve_blocks = 8;
+    let mut space = Space::open(flash, config).expect("space");
+    // Namespace 7 on logs 0 and 1 (dies 0 and 1), confined; namespace 8 on log 2, not confined.
+    space.set_namespace_logs(7, &[0, 1]).expect("logs");
+    space.set_namespace_confined(7, true);
+    space.set_namespace_logs(8, &[2]).expect("logs");
+    assert!(space.is_confined(7) && !space.is_confined(8));
+    let per_die = u64::from(profile.geometry.blocks_per_die);
+    assert_eq!(space.free_blocks_for(7), 2 * per_die);
+    assert_eq!(space.free_blocks_for(8), space.free_blocks());
+    assert_eq!(
+        space.user_capacity_for(7),
+        space.user_capacity_bytes() / 4 * 2
+    );
+    assert_eq!(space.user_capacity_for(8), space.user_capacity_bytes());
+    assert_eq!(space.gc_reserve_for(7), 4);
+    assert_eq!(space.gc_reserve_for(8), 8);
+    assert_eq!((space.logs_for(7), space.logs_for(8)), (2, 4));
+    // Fill namespace 7 until its dies run out: it never borrows dies 2 and 3.
+    let value = vec![7u8; 200];
+    let mut appended = 0u64;
+    loop {
+        match space.append_record(0, Purpose::UserData, 7, b"key", &value) {
+            Ok(_) => appended += 1,
+            Err(SpaceError::NoFreeBlock) => break,
+            Err(error) => panic!("unexpected {error}"),
+        }
+        assert!(
+            appended < 10_000,
+            "a confined namespace must run out of blocks"
+        );
+    }
+    assert_eq!(space.free_blocks_for(7), 0);
+    assert_eq!(space.namespace_blocks(7), 2 * per_die);
+    for block in 0..profile.geometry.blocks_total() {
+        if space.block_owner(block) == Some(7) {
+            assert!(profile.geometry.block_at(block).die < 2, "block {block}");
+        }
+    }
+    assert_eq!(space.valid_bytes_for(7), space.namespace_valid_bytes(7));
+    // Namespace 8 still writes, and once log 2's die is used up it borrows another die's block
+    // (dies 0 and 1 have none left, so die 3).
+    for _ in 0..(per_die * 8 * 2 + 4) {
+        space
+            .append_record(0, Purpose::UserData, 8, b"key", &value)
+            .expect("an unconfined namespace borrows");
+    }
+    let borrowed = (0..profile.geometry.blocks_total())
+        .filter(|&block| space.block_owner(block) == Some(8))
+        .any(|block| profile.geometry.block_at(block).die == 3);
+    assert!(borrowed, "namespace 8 borrowed die 3's blocks");
+    // Releasing the namespace forgets its confinement.
+    space.release_namespace(0, 7).expect("release");
+    assert!(!space.is_confined(7));
+}

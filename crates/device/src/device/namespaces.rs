@@ -59,6 +59,8 @@ impl Core {
         self.space
             .set_namespace_logs(id, &logs)
             .map_err(|error| DeviceError::NamespaceSpec(error.to_string()))?;
+        self.space
+            .set_namespace_confined(id, engine.confined_to_logs());
         let spec = NamespaceSpec {
             logs: Some(logs),
             ..spec

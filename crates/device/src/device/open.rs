@@ -393,6 +393,8 @@ impl Core {
                 // Only takes effect for a namespace that never wrote (its writer was not saved).
                 let _ = core.space.set_namespace_logs(*id, logs);
             }
+            core.space
+                .set_namespace_confined(*id, engine.confined_to_logs());
             core.namespaces.insert(
                 *id,
                 Namespace {

@@ -82,6 +82,11 @@ pub struct HashConfig {
     /// replaced record is still read, off the command's path, for its length). Other key lengths
     /// are refused.
     pub key_in_slot: bool,
+    /// `kaml`: each log keeps its own list of erased blocks (KAML §IV-E), so a namespace given a
+    /// subset of the logs takes blocks only from their dies: its data, free pool, GC reserve and
+    /// capacity are those dies' (see `kvssd_space::Space::set_namespace_confined`). Off, a log
+    /// whose dies run short borrows any die's block. No effect on a namespace on every log.
+    pub log_free_lists: bool,
     /// Slots a key may occupy, counted from its home slot (linear probing); 0 means one bucket page
     /// of slots (`hash`: a lookup touches at most two bucket pages) or 64 (`kaml`).
     pub probe_slots_max: u32,
@@ -117,6 +122,7 @@ impl HashConfig {
             dram_budget_bytes: 0,
             load_factor_max: 0.7,
             key_in_slot: false,
+            log_free_lists: preset == HashPreset::Kaml,
             probe_slots_max: 0,
             table_slots: 0,
             expected_key_bytes: 32,

@@ -4,7 +4,7 @@
 use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
-use super::HashIndex;
+use super::{HashIndex, HashPreset};
 use crate::contract::{Capabilities, Engine, EngineReport, Result};
 use crate::DramUsage;
 
@@ -159,5 +159,9 @@ impl Engine for HashIndex {
 
     fn dram_budget_bytes(&self) -> u64 {
         HashIndex::dram_budget_bytes(self)
+    }
+
+    fn confined_to_logs(&self) -> bool {
+        self.config().preset == HashPreset::Kaml && self.config().log_free_lists
     }
 }

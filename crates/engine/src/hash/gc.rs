@@ -40,7 +40,7 @@ impl HashIndex {
                     }
                 }
                 let needed = space.blocks_needed(namespace, Stream::Meta, live.len() as u64);
-                if needed > space.free_blocks() {
+                if needed > space.free_blocks_for(namespace) {
                     self.activity.gc_victims_skipped += 1;
                     return Ok(None);
                 }
@@ -113,7 +113,7 @@ impl HashIndex {
                 );
                 let needed = space.blocks_needed(namespace, Stream::Data, data_pages)
                     + space.blocks_needed(namespace, Stream::Meta, installs);
-                if needed > space.free_blocks() {
+                if needed > space.free_blocks_for(namespace) {
                     self.activity.gc_victims_skipped += 1;
                     return Ok(None);
                 }

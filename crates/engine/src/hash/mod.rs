@@ -129,7 +129,6 @@ pub struct HashIndex {
     /// `kaml`: the largest table the DRAM budget holds.
     kaml_slots_max: u64,
     value_bytes_max: usize,
-    gc_threshold: u64,
     cpu_pending: CpuCounts,
     cpu_total: CpuCounts,
     cpu_ns: u64,
@@ -230,14 +229,6 @@ impl HashIndex {
                 (table, probe, largest)
             }
         };
-        let gc_threshold = if config.gc_threshold_blocks > 0 {
-            u64::from(config.gc_threshold_blocks)
-        } else {
-            u64::from(space.config().gc_reserve_blocks)
-                + u64::from(config.delete_reserve_blocks)
-                + u64::from(space.config().logs)
-                + 2
-        };
         Ok(HashIndex {
             value_bytes_max: config.value_bytes_max(&geometry),
             table,
@@ -250,7 +241,6 @@ impl HashIndex {
             slot_bytes,
             dram_budget,
             kaml_slots_max,
-            gc_threshold,
             cpu_pending: CpuCounts::default(),
             cpu_total: CpuCounts::default(),
             cpu_ns: 0,

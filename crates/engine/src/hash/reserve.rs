@@ -25,14 +25,14 @@ impl HashIndex {
             let needed = space.blocks_needed(namespace, Stream::Data, data_pages)
                 + space.blocks_needed(namespace, Stream::Meta, meta_pages);
             let hard = needed
-                + u64::from(space.config().gc_reserve_blocks)
+                + space.gc_reserve_for(namespace)
                 + if admission == Admission::Put {
                     u64::from(self.config.delete_reserve_blocks)
                 } else {
                     0
                 };
-            let soft = hard.max(self.gc_threshold);
-            let free = space.free_blocks();
+            let soft = hard.max(self.gc_threshold(space));
+            let free = space.free_blocks_for(namespace);
             if free >= soft {
                 return Ok(t);
             }
@@ -63,10 +63,24 @@ impl HashIndex {
         }
     }
 
+    /// GC starts when the namespace's free pool falls below this many blocks: the configured
+    /// threshold, or the reserves plus a block per log and two (for a namespace confined to its
+    /// logs' dies, its share of the GC reserve and its own logs).
+    pub(super) fn gc_threshold(&self, space: &Space) -> u64 {
+        if self.config.gc_threshold_blocks > 0 {
+            return u64::from(self.config.gc_threshold_blocks);
+        }
+        let namespace = self.config.namespace;
+        space.gc_reserve_for(namespace)
+            + u64::from(self.config.delete_reserve_blocks)
+            + space.logs_for(namespace)
+            + 2
+    }
+
     /// Collects blocks while the free pool is below the GC threshold (never fails for lack of
     /// victims: the threshold is a wish, the reserves are the requirement).
     pub(super) fn background_gc(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
-        if space.free_blocks() >= self.gc_threshold {
+        if space.free_blocks_for(self.config.namespace) >= self.gc_threshold(space) {
             return Ok(at);
         }
         match self.ensure_space(space, at, 0, 0, Admission::Reserve) {

@@ -43,8 +43,11 @@ impl HashIndex {
         let footprint = space.record_footprint(key.len(), value.len());
         let unwritten_pages = self.table.pages() - self.table.pages_on_flash();
         let index_reserve = unwritten_pages * self.page_bytes as u64;
-        if space.valid_bytes() + self.buffer_bytes + footprint + index_reserve
-            > space.user_capacity_bytes()
+        if space.valid_bytes_for(self.config.namespace)
+            + self.buffer_bytes
+            + footprint
+            + index_reserve
+            > space.user_capacity_for(self.config.namespace)
         {
             return Err(EngineError::CapacityExceeded(
                 "user data would exceed the capacity less over-provisioning",
@@ -88,8 +91,12 @@ impl HashIndex {
         let footprint = space.record_footprint(key.len(), value_len);
         let unwritten_pages = self.table.pages() - self.table.pages_on_flash();
         let index_reserve = unwritten_pages * self.page_bytes as u64;
-        if space.valid_bytes() + self.buffer_bytes + staged_bytes + footprint + index_reserve
-            > space.user_capacity_bytes()
+        if space.valid_bytes_for(self.config.namespace)
+            + self.buffer_bytes
+            + staged_bytes
+            + footprint
+            + index_reserve
+            > space.user_capacity_for(self.config.namespace)
         {
             return Err(EngineError::CapacityExceeded(
                 "user data would exceed the capacity less over-provisioning",
