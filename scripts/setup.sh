@@ -43,9 +43,10 @@ for component in rustfmt clippy; do
     fi
 done
 
-# A C compiler: the program's allocator (mimalloc) and libkvssd's C tests are built with it.
-if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
-    echo "setup: no C compiler; installing gcc" >&2
+# A C compiler and make: the program's allocator (jemalloc) is built from source with them, and
+# libkvssd's C tests with the compiler.
+if ! command -v "${CC:-cc}" >/dev/null 2>&1 || ! command -v make >/dev/null 2>&1; then
+    echo "setup: no C compiler or no make; installing gcc and make" >&2
     apt-get update -qq
-    apt-get install -y -qq gcc libc6-dev
+    apt-get install -y -qq gcc libc6-dev make
 fi

@@ -21,11 +21,12 @@ use crate::args::{
 };
 use crate::bench::{run_gc, run_kaml_micro, run_seek, run_ycsb};
 
-/// mimalloc rather than the system allocator: a simulated run allocates and frees small buffers
+/// jemalloc rather than the system allocator: a simulated run allocates and frees small buffers
 /// (keys, values, merge outputs, calendar entries) at a high rate, and glibc's allocator took about
-/// 40% of a Load's time.
+/// 40% of a Load's time. (mimalloc was as fast but kept each exited thread's memory, so `kvssd
+/// serve`'s resident memory grew with the connections it had closed.)
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// kvssd: a key-value SSD in software, over simulated NAND flash or a file.
 #[derive(Debug, Parser)]
