@@ -9,6 +9,7 @@
 //!               "write_latency_us": {same keys},
 //!               "flash_reads_per_query": {"avg": num, "max": int},
 //!               "index_reads_per_get": {"avg": num, "max": int},
+//!               "point_get_reads": {"flash": {"avg","p9999","max"}, "index": {same}}?,
 //!               "compaction_io_share": num, "waf": num (device since format),
 //!               "phase_waf": num or null (this run alone), "dram_bytes": {part: int},
 //!               "params": {...}?, "next_latency_us": {...}?, "seek_latency_us": {...}?,
@@ -29,6 +30,7 @@ use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use serde::Serialize;
 
+use crate::counts::GetReads;
 use crate::{LatencySummary, LatencyWindow};
 
 /// Average and largest count per request.
@@ -59,6 +61,10 @@ pub struct BenchResult {
     pub flash_reads_per_query: PerRequest,
     /// Index (meta or bucket) page reads per GET.
     pub index_reads_per_get: PerRequest,
+    /// Flash and index page reads of each point GET (a workload's read of one key): mean,
+    /// p99.99 and largest. Absent when the run made none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub point_get_reads: Option<GetReads>,
     /// Share of all flash I/O (pages read plus programmed) done by compaction.
     pub compaction_io_share: f64,
     /// Write amplification of the device since it was formatted: bytes programmed for any purpose
@@ -139,6 +145,24 @@ impl BenchReport {
             results: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    /// A copy whose presets carry the named parameters as `short=value` (`pink h=6`), for the
+    /// table and plots, which tell results apart by preset and workload: `keys` are (parameter,
+    /// short name) pairs.
+    pub fn labelled(&self, keys: &[(&str, &str)]) -> BenchReport {
+        let mut labelled = self.clone();
+        for result in &mut labelled.results {
+            let Some(params) = &result.params else {
+                continue;
+            };
+            for (key, short) in keys {
+                if let Some(value) = params.get(*key) {
+                    result.preset = format!("{} {short}={value}", result.preset);
+                }
+            }
+        }
+        labelled
     }
 
     /// The terminal table.
