@@ -32,6 +32,14 @@ fn cli_bad_arguments_give_one_line_and_exit_code_2() {
         &["bench", "gc", "--blocks-per-die", "1"],
         &["bench", "ycsb", "--blocks-per-die", "0"],
         &["bench", "seek", "--prefetch", "100"],
+        &["bench", "ycsb", "--heights", "1"],
+        &["bench", "ycsb", "--heights", "5,6", "--presets", "pink,hash"],
+        &["bench", "ycsb", "--heights", "9", "--records", "100"],
+        &["bench", "ycsb", "--heights", "6", "--host"],
+        &["bench", "seek", "--value-bytes", "4096,131072"],
+        &["bench", "seek", "--value-bytes", "128"],
+        &["bench", "seek", "--scan-length", "128,0"],
+        &["bench", "seek", "--index-prefetch", "on,maybe"],
         &["bench", "kaml-micro", "--logs", "65"],
     ];
     for args in cases {
