@@ -13,6 +13,7 @@
 //!               "compaction_io_share": num, "waf": num (device since format),
 //!               "phase_waf": num or null (this run alone), "dram_bytes": {part: int},
 //!               "params": {...}?, "next_latency_us": {...}?, "seek_latency_us": {...}?,
+//!               "value_mb_per_s": num?,
 //!               "note": str?, "sim_requests_per_wall_s": num}]}
 //! ```
 //!
@@ -97,6 +98,9 @@ pub struct BenchResult {
     /// Latency of iterator Seek calls, simulated microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seek_latency_us: Option<LatencySummary>,
+    /// Value bytes iterators returned per simulated second, MB/s (SeekRandom).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_mb_per_s: Option<f64>,
     /// How this result differs from what its name suggests, if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -147,7 +151,8 @@ impl BenchReport {
         }
     }
 
-    /// A copy whose presets carry the named parameters as `short=value` (`pink h=6`), for the
+    /// A copy whose presets carry the named parameters as `short=value` (`pink h=6`; flags as
+    /// `on` or `off`), for the
     /// table and plots, which tell results apart by preset and workload: `keys` are (parameter,
     /// short name) pairs.
     pub fn labelled(&self, keys: &[(&str, &str)]) -> BenchReport {
@@ -157,9 +162,14 @@ impl BenchReport {
                 continue;
             };
             for (key, short) in keys {
-                if let Some(value) = params.get(*key) {
-                    result.preset = format!("{} {short}={value}", result.preset);
-                }
+                let shown = match params.get(*key) {
+                    Some(serde_json::Value::Bool(true)) => "on".to_string(),
+                    Some(serde_json::Value::Bool(false)) => "off".to_string(),
+                    Some(serde_json::Value::String(text)) => text.clone(),
+                    Some(other) => other.to_string(),
+                    None => continue,
+                };
+                result.preset = format!("{} {short}={shown}", result.preset);
             }
         }
         labelled

@@ -270,6 +270,7 @@ fn run_value_size(
         let started_at = now;
         let wall = Instant::now();
         let mut reads_max = 0u64;
+        let mut entries = 0u64;
         for seek in 0..config.seeks {
             let counters_before = device.stats().map_err(failed)?.flash;
             let start = key_of(rng.next_u64() % config.keys, profile.key_bytes);
@@ -281,10 +282,12 @@ fn run_value_size(
             // device opens iterators lazily, so that is the open and the first entry together.
             let (iterator, opened) = device.iter_open(now, namespace, options).map_err(failed)?;
             let (first, positioned) = device.iter_next(opened, iterator, 1).map_err(failed)?;
+            entries += first.entries.len() as u64;
             seeks.record(positioned - now);
             now = positioned;
             for _ in 0..if first.end { 0 } else { scan_length } {
                 let (batch, done) = device.iter_next(now, iterator, 1).map_err(failed)?;
+                entries += batch.entries.len() as u64;
                 nexts.record(done - now);
                 now = done;
                 if batch.end {
@@ -307,6 +310,7 @@ fn run_value_size(
         params.insert("value_bytes".into(), value_bytes.into());
         params.insert("keys".into(), config.keys.into());
         params.insert("index_prefetch".into(), index_prefetch.into());
+
         results.push(BenchResult {
             preset: preset_name.to_string(),
             workload: "seekrandom".into(),
@@ -320,6 +324,8 @@ fn run_value_size(
             },
             params: Some(params),
             next_latency_us: Some(nexts.summary()),
+            // The Seeks' and Nexts' entries: IterKVSSD's I/O throughput.
+            value_mb_per_s: Some(entries as f64 * value_bytes as f64 / 1e6 / elapsed_s.max(1e-12)),
             seek_latency_us: Some(seeks.summary()),
             sim_requests_per_wall_s: config.seeks as f64 / wall.elapsed().as_secs_f64().max(1e-9),
             read_latency_cdf: nexts.cdf_points(),

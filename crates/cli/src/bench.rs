@@ -380,14 +380,14 @@ pub(crate) fn run_seek(args: SeekArgs) -> ExitCode {
     for result in &shown.results {
         if let (Some(next), Some(seek)) = (&result.next_latency_us, &result.seek_latency_us) {
             println!(
-                "{:<40} per Next: avg {:>7.1} us  p99 {:>7.1}  p99.9 {:>7.1}   per Seek: avg {:>7.1} us   flash reads per seek+scan {:.1}   {:.2} K seeks/s",
+                "{:<36} per Next: avg {:>7.1} us  p99 {:>7.1}  p99.9 {:>7.1}   per Seek: avg {:>7.1} us   flash reads per seek+scan {:>7.1}   values {:>7.1} MB/s",
                 result.preset,
                 next.avg,
                 next.p99,
                 next.p999,
                 seek.avg,
                 result.flash_reads_per_query.avg,
-                result.throughput_kops
+                result.value_mb_per_s.unwrap_or(0.0)
             );
         }
     }
