@@ -10,8 +10,9 @@
 //! and index prefetch reads each flash level's next meta segment before the cursor needs it. All
 //! figures are simulated time; one client, as db_bench runs SeekRandom by default.
 //!
-//! [`SeekConfig::check`] refuses, before anything runs, a value the device cannot store and a
-//! data set the card cannot hold.
+//! [`SeekConfig::check`] refuses, before anything runs, a value the device cannot store, a data
+//! set the card cannot hold and a value size whose namespace cannot open (at small values the
+//! level lists of a full card can outgrow the indexing DRAM).
 
 use std::time::Instant;
 
