@@ -9,9 +9,11 @@
 //!               "write_latency_us": {same keys},
 //!               "flash_reads_per_query": {"avg": num, "max": int},
 //!               "index_reads_per_get": {"avg": num, "max": int},
+//!               "point_get_reads": {"flash": {"avg","p9999","max"}, "index": {same}}?,
 //!               "compaction_io_share": num, "waf": num (device since format),
 //!               "phase_waf": num or null (this run alone), "dram_bytes": {part: int},
 //!               "params": {...}?, "next_latency_us": {...}?, "seek_latency_us": {...}?,
+//!               "value_mb_per_s": num?,
 //!               "note": str?, "sim_requests_per_wall_s": num}]}
 //! ```
 //!
@@ -29,6 +31,7 @@ use plotters::coord::ranged1d::Ranged;
 use plotters::prelude::*;
 use serde::Serialize;
 
+use crate::counts::GetReads;
 use crate::{LatencySummary, LatencyWindow};
 
 /// Average and largest count per request.
@@ -59,6 +62,10 @@ pub struct BenchResult {
     pub flash_reads_per_query: PerRequest,
     /// Index (meta or bucket) page reads per GET.
     pub index_reads_per_get: PerRequest,
+    /// Flash and index page reads of each point GET (a workload's read of one key): mean,
+    /// p99.99 and largest. Absent when the run made none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub point_get_reads: Option<GetReads>,
     /// Share of all flash I/O (pages read plus programmed) done by compaction.
     pub compaction_io_share: f64,
     /// Write amplification of the device since it was formatted: bytes programmed for any purpose
@@ -91,6 +98,9 @@ pub struct BenchResult {
     /// Latency of iterator Seek calls, simulated microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seek_latency_us: Option<LatencySummary>,
+    /// Value bytes iterators returned per simulated second, MB/s (SeekRandom).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_mb_per_s: Option<f64>,
     /// How this result differs from what its name suggests, if it does.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
@@ -139,6 +149,30 @@ impl BenchReport {
             results: Vec::new(),
             notes: Vec::new(),
         }
+    }
+
+    /// A copy whose presets carry the named parameters as `short=value` (`pink h=6`; flags as
+    /// `on` or `off`), for the
+    /// table and plots, which tell results apart by preset and workload: `keys` are (parameter,
+    /// short name) pairs.
+    pub fn labelled(&self, keys: &[(&str, &str)]) -> BenchReport {
+        let mut labelled = self.clone();
+        for result in &mut labelled.results {
+            let Some(params) = &result.params else {
+                continue;
+            };
+            for (key, short) in keys {
+                let shown = match params.get(*key) {
+                    Some(serde_json::Value::Bool(true)) => "on".to_string(),
+                    Some(serde_json::Value::Bool(false)) => "off".to_string(),
+                    Some(serde_json::Value::String(text)) => text.clone(),
+                    Some(other) => other.to_string(),
+                    None => continue,
+                };
+                result.preset = format!("{} {short}={shown}", result.preset);
+            }
+        }
+        labelled
     }
 
     /// The terminal table.

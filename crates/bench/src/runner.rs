@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use kvssd_flash::{Counters, Purpose, SimTime};
 
+use crate::counts::{CountRecorder, GetReads};
 use crate::latency::{latency_windows, LatencyRecorder, LATENCY_WINDOWS};
 use crate::report::{BenchResult, PerRequest};
 use crate::workload::{key_of, value_of, Generator, Request, WorkloadSpec};
@@ -146,6 +147,9 @@ pub fn run(
     let mut index_reads_total = 0u64;
     let mut index_reads_max = 0u64;
     let mut gets = 0u64;
+    // Per point GET (a workload's read of one key): its flash and index page reads.
+    let mut get_flash_reads = CountRecorder::new();
+    let mut get_index_reads = CountRecorder::new();
     let mut scans_as_gets = false;
     let mut waf_over_time = Vec::new();
     // (issue, latency) of every read, for the latency-over-time series.
@@ -196,7 +200,9 @@ pub fn run(
                     let key = key_of(number, config.key_bytes);
                     let (value, done) = target.get(at, &key)?;
                     check_value(number, value.as_deref())?;
-                    (InFlight::new(at, true, 1), done)
+                    let mut request = InFlight::new(at, true, 1);
+                    request.point_get = true;
+                    (request, done)
                 }
                 Request::Update(number) | Request::Insert(number) => {
                     let version = versions.entry(number).or_insert(0);
@@ -257,6 +263,10 @@ pub fn run(
             index_reads_total += request.index_reads;
             index_reads_max = index_reads_max.max(request.index_reads.div_ceil(request.get_count));
             gets += request.get_count;
+        }
+        if request.point_get {
+            get_flash_reads.record(request.page_reads);
+            get_index_reads.record(request.index_reads);
         }
         let latency = done.saturating_sub(request.issue);
         if request.is_read {
@@ -325,6 +335,10 @@ pub fn run(
             avg: index_reads_total as f64 / gets.max(1) as f64,
             max: index_reads_max,
         },
+        point_get_reads: get_flash_reads
+            .summary()
+            .zip(get_index_reads.summary())
+            .map(|(flash, index)| GetReads { flash, index }),
         compaction_io_share: if all_io > 0 {
             (compaction.reads + compaction.programs) as f64 / all_io as f64
         } else {
@@ -375,6 +389,8 @@ struct InFlight {
     page_reads: u64,
     /// Index pages read by its commands so far.
     index_reads: u64,
+    /// Whether it is a point GET (a read of one key, nothing else).
+    point_get: bool,
     /// Its next command, if any.
     rest: Option<Continuation>,
 }
@@ -387,6 +403,7 @@ impl InFlight {
             get_count,
             page_reads: 0,
             index_reads: 0,
+            point_get: false,
             rest: None,
         }
     }
@@ -533,6 +550,16 @@ mod tests {
         assert_eq!(read.result.flash_reads_per_query.avg, 1.0);
         assert_eq!(read.result.flash_reads_per_query.max, 1);
         assert_eq!(read.result.index_reads_per_get.max, 0);
+        let per_get = read
+            .result
+            .point_get_reads
+            .expect("workload C makes point GETs");
+        assert_eq!(
+            (per_get.flash.avg, per_get.flash.p9999, per_get.flash.max),
+            (1.0, 1, 1)
+        );
+        assert_eq!(per_get.index.max, 0);
+        assert_eq!(load.result.point_get_reads, None, "Load makes no GETs");
         assert_eq!(
             read.result.phase_waf, None,
             "no writes, no write amplification"

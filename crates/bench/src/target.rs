@@ -49,6 +49,18 @@ impl DeviceTarget {
         &self.device
     }
 
+    /// The LSM-tree's height h (L0 included) and the levels pinned in DRAM k, now; `None` for a
+    /// namespace without levels (hash presets).
+    pub fn tree(&self) -> Option<(usize, usize)> {
+        let info = self.info()?;
+        let pinned = info
+            .counters
+            .iter()
+            .find(|(name, _)| *name == "pinned_levels")
+            .map(|&(_, count)| count as usize)?;
+        Some((info.levels + 1, pinned))
+    }
+
     /// The namespace's figures now.
     fn info(&self) -> Option<NamespaceInfo> {
         self.device

@@ -75,19 +75,26 @@ pub fn run_presets<T: Send>(
     threads: usize,
     work: impl Fn(&str) -> T + Sync,
 ) -> Vec<T> {
+    run_jobs(presets, threads, |preset| work(preset))
+}
+
+/// Runs `work` for every job on up to `threads` threads; results in job order.
+pub fn run_jobs<J: Sync, T: Send>(
+    jobs: &[J],
+    threads: usize,
+    work: impl Fn(&J) -> T + Sync,
+) -> Vec<T> {
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let slots: Vec<std::sync::Mutex<Option<T>>> = presets
-        .iter()
-        .map(|_| std::sync::Mutex::new(None))
-        .collect();
+    let slots: Vec<std::sync::Mutex<Option<T>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     std::thread::scope(|scope| {
-        for _ in 0..threads.clamp(1, presets.len().max(1)) {
+        for _ in 0..threads.clamp(1, jobs.len().max(1)) {
             scope.spawn(|| loop {
                 let index = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let Some(preset) = presets.get(index) else {
+                let Some(job) = jobs.get(index) else {
                     break;
                 };
-                let outcome = work(preset);
+                let outcome = work(job);
                 if let Ok(mut slot) = slots[index].lock() {
                     *slot = Some(outcome);
                 }
@@ -106,6 +113,17 @@ fn run_preset(
     preset: &str,
     progress: YcsbProgress<'_>,
 ) -> Result<(Vec<BenchResult>, Vec<String>), String> {
+    run_phases(config, preset, preset, progress).map(|(results, notes, _)| (results, notes))
+}
+
+/// Load and the workloads for one preset on a fresh device, its progress reported under `label`:
+/// its results, its notes and the device it leaves.
+pub(crate) fn run_phases(
+    config: &YcsbConfig,
+    preset: &str,
+    label: &str,
+    progress: YcsbProgress<'_>,
+) -> Result<(Vec<BenchResult>, Vec<String>, DeviceTarget), String> {
     let profile = &config.profile;
     let mut results = Vec::new();
     let mut notes = Vec::new();
@@ -140,7 +158,7 @@ fn run_preset(
             seed: config.seed.wrapping_add(index as u64),
             waf_sample_every: 0,
         };
-        let mut tick = |done: u64| progress(preset, spec.name, done, operations);
+        let mut tick = |done: u64| progress(label, spec.name, done, operations);
         let outcome = runner::run(&mut target, &run_config, clock, &mut tick)
             .map_err(|error| format!("{preset}, workload {}: {error}", spec.name))?;
         clock = outcome.finished_at;
@@ -155,7 +173,7 @@ fn run_preset(
             }
         }
     }
-    Ok((results, notes))
+    Ok((results, notes, target))
 }
 
 /// The results of one preset, for tests and summaries.

@@ -89,21 +89,30 @@ pub(crate) struct SeekArgs {
     /// Value prefetch degrees D, comma-separated; each runs on the same loaded device.
     #[arg(long, default_value = "0,8", value_delimiter = ',')]
     pub(crate) prefetch: Vec<usize>,
-    /// Nexts after each Seek.
-    #[arg(long, default_value_t = 100, value_parser = parse_scan_length)]
-    pub(crate) scan_length: usize,
-    /// Value size, bytes.
-    #[arg(long, default_value_t = 4096, value_parser = parse_value_bytes)]
-    pub(crate) value_bytes: usize,
+    /// Nexts after each Seek, comma-separated; each runs on the same loaded device.
+    #[arg(long, default_value = "100", value_delimiter = ',', value_parser = parse_scan_length)]
+    pub(crate) scan_length: Vec<usize>,
+    /// Value sizes, bytes, comma-separated; each is loaded on its own fresh device. With --keys,
+    /// the data must fit in 80% of the card's user capacity, and the indexing DRAM must hold the
+    /// level lists of a card full of such pairs (small values may need --dram-fraction).
+    #[arg(long, default_value = "4096", value_delimiter = ',', value_parser = parse_value_bytes)]
+    pub(crate) value_bytes: Vec<usize>,
     /// Keys loaded.
     #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) keys: u64,
-    /// Seeks per prefetch degree.
+    /// Seeks per combination of value size, scan length, index prefetch and prefetch degree.
     #[arg(long, default_value_t = 2_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) seeks: u64,
-    /// Turn index prefetch off.
-    #[arg(long)]
+    /// Index prefetch settings, comma-separated (on, off): each runs on the same loaded device.
+    #[arg(long, default_value = "on", value_delimiter = ',', value_parser = parse_on_off)]
+    pub(crate) index_prefetch: Vec<bool>,
+    /// Turn index prefetch off (the same as --index-prefetch off).
+    #[arg(long, conflicts_with = "index_prefetch")]
     pub(crate) no_index_prefetch: bool,
+    /// DRAM for indexing as a share of the card's capacity (the default profile's: 0.001, PinK's
+    /// 0.1%).
+    #[arg(long, default_value_t = 0.001, value_parser = parse_dram_fraction)]
+    pub(crate) dram_fraction: f64,
     /// Seed of the load order and the seek keys.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
@@ -191,6 +200,15 @@ pub(crate) struct YcsbArgs {
     /// Seed of every request stream.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// Sweep the LSM-tree's height (PinK Fig. 13): heights h, comma-separated (h counts L0), each
+    /// on its own fresh device with the same data, L0 and DRAM budget, for LSM presets. The
+    /// profile's own height (5) keeps its tree (T = 10); any other h gets h - 1 levels below L0,
+    /// the smallest size factor T with L0 pairs x T^(h-1) >= records, i.e.
+    /// T = ceil((records / L0 pairs)^(1/(h-1))), and L1 = T x L0 pairs. Prints the plan (T, k
+    /// pinned, worst-case index reads h - k - 1) beside flash and index reads per GET (avg,
+    /// p99.99, max).
+    #[arg(long, value_delimiter = ',', value_parser = parse_height, conflicts_with = "host")]
+    pub(crate) heights: Vec<u32>,
     /// Run through the host layer instead (KAML Fig. 10): each request a one-record transaction
     /// through the record cache, on a `kaml` table (presets, profile and controller are not
     /// used; --records defaults to 100000 of 1 KiB, --ops to 20000, --clients to 16; no
@@ -291,6 +309,26 @@ pub(crate) fn whole_number_in(text: &str, low: usize, high: usize) -> Result<usi
     match text.parse::<usize>() {
         Ok(number) if (low..=high).contains(&number) => Ok(number),
         _ => Err(format!("must be a whole number from {low} to {high}")),
+    }
+}
+
+pub(crate) fn parse_height(text: &str) -> Result<u32, String> {
+    use kvssd_bench::heights::{HEIGHT_MAX, HEIGHT_MIN};
+    whole_number_in(text, HEIGHT_MIN as usize, HEIGHT_MAX as usize).map(|height| height as u32)
+}
+
+pub(crate) fn parse_on_off(text: &str) -> Result<bool, String> {
+    match text {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err("expected on or off".to_string()),
+    }
+}
+
+pub(crate) fn parse_dram_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(fraction) if fraction > 0.0 && fraction <= 0.1 => Ok(fraction),
+        _ => Err("must be a number above 0 and at most 0.1".to_string()),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::args::{GcArgs, KamlMicroArgs, RunArgs, SeekArgs, YcsbArgs};
+use crate::args::{GcArgs, KamlMicroArgs, OutputArgs, RunArgs, SeekArgs, YcsbArgs};
 
 pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
     use kvssd_bench::ycsb;
@@ -34,6 +34,16 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         seed: args.seed,
         profile,
     };
+    if !args.heights.is_empty() {
+        return run_heights(
+            kvssd_bench::heights::HeightsConfig {
+                ycsb: config,
+                heights: args.heights,
+            },
+            &args.run,
+            &args.output,
+        );
+    }
     let workload_names: Vec<&str> = config.workloads.iter().map(|spec| spec.name).collect();
     eprintln!(
         "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, scans up to {} records, controller {}, seed {} (simulated time)",
@@ -68,6 +78,75 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         args.output.json.as_deref(),
         args.output.report.as_deref(),
     )
+}
+
+/// `kvssd bench ycsb --heights`: every preset at every height (PinK Fig. 13).
+fn run_heights(
+    config: kvssd_bench::heights::HeightsConfig,
+    run: &RunArgs,
+    output: &OutputArgs,
+) -> ExitCode {
+    if let Err(code) = lsm_presets_only(&config.ycsb.presets, "the height sweep") {
+        return code;
+    }
+    let profiles = match config.profiles() {
+        Ok(profiles) => profiles,
+        Err(error) => {
+            eprintln!("kvssd: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let base = &config.ycsb.profile;
+    eprintln!(
+        "kvssd bench ycsb --heights: profile {} [{}], {} records (L0 of {} pairs), DRAM for indexing {:.2}% of capacity at every height, presets {}, workloads {}, seed {} (simulated time)",
+        base.name,
+        base.flash.geometry,
+        base.records,
+        base.l0_pairs(),
+        base.dram_fraction * 100.0,
+        config.ycsb.presets.join(","),
+        config.ycsb.workloads.iter().map(|spec| spec.name).collect::<Vec<_>>().join(","),
+        config.ycsb.seed
+    );
+    for (height, profile) in &profiles {
+        eprintln!(
+            "  h = {height}: T = {}, L1 = {} entries, entries per level after load {:?}",
+            profile.size_factor,
+            profile.l1_entries,
+            profile.tree_after_load()
+        );
+    }
+    let started = std::time::Instant::now();
+    let report = match run_presets_with_bars(&config.labels(), run, |threads, progress| {
+        kvssd_bench::heights::run(&config, threads, progress)
+    }) {
+        Ok(report) => report,
+        Err(code) => return code,
+    };
+    let shown = report.labelled(&[("height", "h")]);
+    let code = write_outputs_as(
+        &report,
+        &shown,
+        started,
+        output.json.as_deref(),
+        output.report.as_deref(),
+    );
+    print!("{}", kvssd_bench::heights::table(&report));
+    code
+}
+
+/// A one-line usage error unless every preset is an LSM preset (`what` needs key order or levels).
+fn lsm_presets_only(presets: &[String], what: &str) -> Result<(), ExitCode> {
+    match presets
+        .iter()
+        .find(|preset| preset.parse::<kvssd_engine::Preset>().is_err())
+    {
+        Some(unknown) => {
+            eprintln!("kvssd: '{unknown}' is not an LSM preset ({what} needs one: pink, pink-noopt, pink-range, pink-gcrewrite, pink-hw, lightstore)");
+            Err(ExitCode::from(2))
+        }
+        None => Ok(()),
+    }
 }
 
 /// The controller model's name as `--controller` takes it.
@@ -237,38 +316,49 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
 
 pub(crate) fn run_seek(args: SeekArgs) -> ExitCode {
     use kvssd_bench::seek;
-    if let Some(unknown) = args
-        .presets
-        .iter()
-        .find(|preset| preset.parse::<kvssd_engine::Preset>().is_err())
-    {
-        eprintln!("kvssd: '{unknown}' is not an LSM preset (SeekRandom needs key order: pink, pink-noopt, pink-range, lightstore)");
-        return ExitCode::from(2);
+    if let Err(code) = lsm_presets_only(&args.presets, "SeekRandom") {
+        return code;
     }
     if let Some(degree) = args.prefetch.iter().find(|&&degree| degree > 64) {
         eprintln!("kvssd: prefetch degree {degree} is above the limit of 64");
         return ExitCode::from(2);
     }
+    let mut profile = kvssd_bench::ycsb::BenchProfile::scaled();
+    profile.dram_fraction = args.dram_fraction;
     let config = seek::SeekConfig {
-        profile: kvssd_bench::ycsb::BenchProfile::scaled(),
+        profile,
         presets: args.presets,
         degrees: args.prefetch,
         keys: args.keys,
         value_bytes: args.value_bytes,
-        scan_length: args.scan_length,
+        scan_lengths: args.scan_length,
         seeks: args.seeks,
-        index_prefetch: !args.no_index_prefetch,
+        index_prefetch: if args.no_index_prefetch {
+            vec![false]
+        } else {
+            args.index_prefetch
+        },
         seed: args.seed,
     };
+    if let Err(error) = config.check() {
+        eprintln!("kvssd: {error}");
+        return ExitCode::from(2);
+    }
+    let on_off: Vec<&str> = config
+        .index_prefetch
+        .iter()
+        .map(|&on| seek::on_off(on))
+        .collect();
     eprintln!(
-        "kvssd bench seek: profile default [{}], {} keys of {} B values, {} seeks of {} nexts per degree, prefetch degrees {:?}, index prefetch {}, presets {}, seed {} (simulated time)",
+        "kvssd bench seek: profile default [{}], DRAM for indexing {}% of capacity, {} keys, value sizes {:?} B (a device loaded per size), {} seeks per combination of scan lengths {:?}, index prefetch {}, prefetch degrees {:?}; presets {}, seed {} (simulated time)",
         config.profile.flash.geometry,
+        config.profile.dram_fraction * 100.0,
         config.keys,
         config.value_bytes,
         config.seeks,
-        config.scan_length,
+        config.scan_lengths,
+        on_off.join(","),
         config.degrees,
-        if config.index_prefetch { "on" } else { "off" },
         config.presets.join(","),
         config.seed
     );
@@ -279,26 +369,29 @@ pub(crate) fn run_seek(args: SeekArgs) -> ExitCode {
         Ok(report) => report,
         Err(code) => return code,
     };
-    for result in &report.results {
+    let shown = report.labelled(&seek::GRID_LABELS);
+    let code = write_outputs_as(
+        &report,
+        &shown,
+        started,
+        args.output.json.as_deref(),
+        args.output.report.as_deref(),
+    );
+    for result in &shown.results {
         if let (Some(next), Some(seek)) = (&result.next_latency_us, &result.seek_latency_us) {
             println!(
-                "{:<11} {:<22} per Next: avg {:>7.1} us  p99 {:>7.1}  p99.9 {:>7.1}   per Seek: avg {:>7.1} us   flash reads per seek+scan {:.1}",
+                "{:<36} per Next: avg {:>7.1} us  p99 {:>7.1}  p99.9 {:>7.1}   per Seek: avg {:>7.1} us   flash reads per seek+scan {:>7.1}   values {:>7.1} MB/s",
                 result.preset,
-                result.note.as_deref().unwrap_or("").split(':').next().unwrap_or(""),
                 next.avg,
                 next.p99,
                 next.p999,
                 seek.avg,
-                result.flash_reads_per_query.avg
+                result.flash_reads_per_query.avg,
+                result.value_mb_per_s.unwrap_or(0.0)
             );
         }
     }
-    write_outputs(
-        &report,
-        started,
-        args.output.json.as_deref(),
-        args.output.report.as_deref(),
-    )
+    code
 }
 
 pub(crate) fn run_kaml_micro(args: KamlMicroArgs) -> ExitCode {
@@ -512,7 +605,19 @@ fn write_outputs(
     json: Option<&std::path::Path>,
     plots: Option<&std::path::Path>,
 ) -> ExitCode {
-    print!("{}", report.table());
+    write_outputs_as(report, report, started, json, plots)
+}
+
+/// The table and plots of `shown` (the report with its results labelled apart), the JSON of
+/// `report`.
+fn write_outputs_as(
+    report: &kvssd_bench::report::BenchReport,
+    shown: &kvssd_bench::report::BenchReport,
+    started: std::time::Instant,
+    json: Option<&std::path::Path>,
+    plots: Option<&std::path::Path>,
+) -> ExitCode {
+    print!("{}", shown.table());
     let requests: u64 = report.results.iter().map(|result| result.ops).sum();
     let wall = started.elapsed().as_secs_f64();
     println!(
@@ -535,7 +640,7 @@ fn write_outputs(
         println!("wrote {}", path.display());
     }
     if let Some(directory) = plots {
-        if !plots_written(report.write_plots(directory), directory) {
+        if !plots_written(shown.write_plots(directory), directory) {
             return ExitCode::FAILURE;
         }
     }

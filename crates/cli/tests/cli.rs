@@ -32,6 +32,21 @@ fn cli_bad_arguments_give_one_line_and_exit_code_2() {
         &["bench", "gc", "--blocks-per-die", "1"],
         &["bench", "ycsb", "--blocks-per-die", "0"],
         &["bench", "seek", "--prefetch", "100"],
+        &["bench", "ycsb", "--heights", "1"],
+        &[
+            "bench",
+            "ycsb",
+            "--heights",
+            "5,6",
+            "--presets",
+            "pink,hash",
+        ],
+        &["bench", "ycsb", "--heights", "9", "--records", "100"],
+        &["bench", "ycsb", "--heights", "6", "--host"],
+        &["bench", "seek", "--value-bytes", "4096,131072"],
+        &["bench", "seek", "--value-bytes", "128"],
+        &["bench", "seek", "--scan-length", "128,0"],
+        &["bench", "seek", "--index-prefetch", "on,maybe"],
         &["bench", "kaml-micro", "--logs", "65"],
     ];
     for args in cases {
@@ -115,4 +130,106 @@ fn cli_crash_test_runs_every_durability_mode_on_hash_presets() {
         let points: u64 = words[3].parse().expect("a count");
         assert!(points > 0 && survived == points, "{mode}: {stdout}");
     }
+}
+
+/// `bench ycsb --heights` on a small card: one result per height, preset and workload, each
+/// tree built to its height, and the sweep's table printed.
+#[test]
+fn cli_height_sweep_reports_every_height_in_its_json() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let json = dir.path().join("heights.json");
+    let output = kvssd(&[
+        "bench",
+        "ycsb",
+        "--presets",
+        "pink",
+        "--workloads",
+        "load,c",
+        "--heights",
+        "3,4",
+        "--blocks-per-die",
+        "4",
+        "--records",
+        "3000",
+        "--ops",
+        "500",
+        "--quiet",
+        "--json",
+        json.to_str().expect("a UTF-8 path"),
+    ]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(stdout.contains("flash reads/GET avg"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON file")).expect("JSON");
+    let results = report["results"].as_array().expect("results");
+    assert_eq!(results.len(), 4, "load and c at two heights");
+    for result in results {
+        let params = &result["params"];
+        assert_eq!(params["levels_after_load"], params["height"], "{result}");
+        if result["workload"] == "c" {
+            let p9999 = result["point_get_reads"]["flash"]["p9999"].as_u64();
+            let bound = params["worst_case_index_reads"]
+                .as_u64()
+                .map(|reads| reads + 1);
+            assert!(p9999.is_some() && p9999 <= bound, "{result}");
+        }
+    }
+}
+
+/// `bench seek` with lists: every combination in the JSON.
+#[test]
+fn cli_seek_grid_reports_every_combination() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let json = dir.path().join("seek.json");
+    let output = kvssd(&[
+        "bench",
+        "seek",
+        "--keys",
+        "400",
+        "--seeks",
+        "4",
+        "--value-bytes",
+        "4096,16384",
+        "--scan-length",
+        "4,8",
+        "--prefetch",
+        "0,2",
+        "--index-prefetch",
+        "on,off",
+        "--quiet",
+        "--json",
+        json.to_str().expect("a UTF-8 path"),
+    ]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON file")).expect("JSON");
+    let mut combinations: Vec<String> = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|result| {
+            let params = &result["params"];
+            format!(
+                "{} {} {} {}",
+                params["value_bytes"],
+                params["scan_length"],
+                params["index_prefetch"],
+                params["prefetch_degree"]
+            )
+        })
+        .collect();
+    combinations.sort();
+    combinations.dedup();
+    assert_eq!(combinations.len(), 16, "{combinations:?}");
 }
