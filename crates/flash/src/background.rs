@@ -262,6 +262,12 @@ impl Background {
         }
         // Each lane queues its jobs in the order they were recorded, so by increasing id.
         let queued = self.lanes.iter().any(|lane| {
+            let (Some(first), Some(last)) = (lane.jobs.front(), lane.jobs.back()) else {
+                return false;
+            };
+            if id < first.id || id > last.id {
+                return false;
+            }
             let index = lane.jobs.partition_point(|job| job.id < id);
             lane.jobs.get(index).is_some_and(|job| job.id == id)
         });

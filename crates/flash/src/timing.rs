@@ -176,7 +176,11 @@ pub(crate) struct Calendar {
 impl Calendar {
     /// Index of the first booking that ends after `at`.
     fn first_ending_after(&self, at: SimTime) -> usize {
-        self.booked.partition_point(|&(_, end)| end <= at)
+        match self.booked.back() {
+            // Most questions are about times at or past every booking.
+            Some(&(_, end)) if end <= at => self.booked.len(),
+            _ => self.booked.partition_point(|&(_, end)| end <= at),
+        }
     }
 
     /// The earliest start at or after `ready` of a free interval `duration` long.
@@ -207,9 +211,13 @@ impl Calendar {
         if start == end {
             return;
         }
-        let position = self
-            .booked
-            .partition_point(|&(booked_start, _)| booked_start < start);
+        let position = match self.booked.back() {
+            // Most bookings come after every earlier one.
+            Some(&(last_start, _)) if last_start < start => self.booked.len(),
+            _ => self
+                .booked
+                .partition_point(|&(booked_start, _)| booked_start < start),
+        };
         // Merge with touching neighbours so the calendar stays short.
         let touches_previous = position > 0 && self.booked[position - 1].1 == start;
         let touches_next = position < self.booked.len() && self.booked[position].0 == end;
