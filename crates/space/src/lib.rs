@@ -484,6 +484,18 @@ impl Space {
         // Large records take their pages from one log, which may need one more block.
         blocks + u64::from(stream == Stream::Data && pages > 0)
     }
+
+    /// An upper bound of [`Space::blocks_needed`] found without walking the logs: each log's
+    /// share of the pages needs at most one block more than the pages fill, and a data stream one
+    /// more for a large record.
+    pub fn blocks_needed_at_most(&self, namespace: u32, stream: Stream, pages: u64) -> u64 {
+        let logs = self
+            .writers
+            .get(&namespace)
+            .map_or(self.logs.len(), |writer| writer.cursors.len()) as u64;
+        let per_block = u64::from(self.geometry.pages_per_block).max(1);
+        pages.div_ceil(per_block) + logs + u64::from(stream == Stream::Data && pages > 0)
+    }
 }
 
 #[cfg(test)]

@@ -266,3 +266,35 @@ fn space_confined_namespace_takes_blocks_only_from_its_logs_dies() {
     space.release_namespace(0, 7).expect("release");
     assert!(!space.is_confined(7));
 }
+
+/// `blocks_needed_at_most` bounds `blocks_needed` whatever the logs' open blocks hold.
+#[test]
+fn space_blocks_needed_bound_is_never_below_the_exact_count() {
+    let mut space = space();
+    for round in 0..60u32 {
+        for stream in [Stream::Meta, Stream::Data] {
+            for pages in 0..40u64 {
+                let exact = space.blocks_needed(7, stream, pages);
+                let bound = space.blocks_needed_at_most(7, stream, pages);
+                assert!(
+                    exact <= bound,
+                    "round {round}, {stream:?}, {pages} pages: {exact} > {bound}"
+                );
+            }
+        }
+        let value = vec![round as u8; 100 + (round as usize * 37) % 300];
+        space
+            .append_record(
+                0,
+                Purpose::UserData,
+                7,
+                format!("key{round}").as_bytes(),
+                &value,
+            )
+            .expect("append");
+        let image = vec![round as u8; space.geometry().page_bytes as usize];
+        space
+            .write_meta(0, Purpose::Compaction, 7, &image)
+            .expect("meta");
+    }
+}

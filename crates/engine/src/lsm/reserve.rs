@@ -37,6 +37,23 @@ impl LsmTree {
     /// Blocks a merge of every level into the last one could write: the worst case of the cascade
     /// a flush may start (pinned levels included, as they may have to be unpinned).
     pub(super) fn cascade_reserve_blocks(&self, space: &Space) -> u64 {
+        space.blocks_needed(
+            self.config.namespace,
+            Stream::Meta,
+            self.cascade_reserve_pages(),
+        )
+    }
+
+    /// An upper bound of [`LsmTree::cascade_reserve_blocks`], without walking the logs.
+    pub(super) fn cascade_reserve_blocks_at_most(&self, space: &Space) -> u64 {
+        space.blocks_needed_at_most(
+            self.config.namespace,
+            Stream::Meta,
+            self.cascade_reserve_pages(),
+        )
+    }
+
+    fn cascade_reserve_pages(&self) -> u64 {
         let mut total = self.l0_key_bytes + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
         for index in 0..self.levels.len() {
             total += self.level_encoded_bytes(index);
@@ -44,8 +61,7 @@ impl LsmTree {
         let usable = (self.page_bytes - HEADER_BYTES)
             .saturating_sub(self.key_len_max_seen + ENTRY_OVERHEAD_BYTES)
             .max(1) as u64;
-        let pages = total.div_ceil(usable) + self.levels.len() as u64 + 1;
-        space.blocks_needed(self.config.namespace, Stream::Meta, pages)
+        total.div_ceil(usable) + self.levels.len() as u64 + 1
     }
 
     pub(super) fn level_encoded_bytes(&self, index: usize) -> u64 {

@@ -55,9 +55,17 @@ impl LsmTree {
         let footprint = space.record_footprint(key.len(), value_len);
         // User data, plus the room a merge of the whole tree needs while old and new meta segments
         // coexist, must fit the capacity less over-provisioning.
-        let transient = self.cascade_reserve_blocks(space) * space.block_bytes();
-        if space.valid_bytes() + self.l0_bytes + staged_bytes + footprint + transient
-            > space.user_capacity_bytes()
+        let fits = |transient_blocks: u64| {
+            space.valid_bytes()
+                + self.l0_bytes
+                + staged_bytes
+                + footprint
+                + transient_blocks * space.block_bytes()
+                <= space.user_capacity_bytes()
+        };
+        // The bound is cheap and settles all but the puts near capacity.
+        if !fits(self.cascade_reserve_blocks_at_most(space))
+            && !fits(self.cascade_reserve_blocks(space))
         {
             return Err(EngineError::CapacityExceeded(
                 "user data would exceed the capacity less over-provisioning",
