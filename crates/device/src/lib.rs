@@ -70,7 +70,7 @@ mod presets;
 mod types;
 
 pub use device::{supports_iterators, Device, DeviceConfig, Durability};
-pub use durability::{RecoveryReport, SyncPolicy};
+pub use durability::{DurabilityCounts, RecoveryReport, SyncPolicy};
 pub use error::{DeviceError, Result};
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,

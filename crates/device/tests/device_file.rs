@@ -282,3 +282,71 @@ fn device_file_keeps_block_writes_across_close_and_abandon() {
         let _ = std::fs::remove_file(&path);
     }
 }
+
+/// A sync only where the policy asks for one: `SyncPolicy::None` writes the log pages that fill
+/// without syncing them (a sync comes only with a checkpoint, a new log block, which recovery
+/// must find, or `Device::sync`), where a group that never fills syncs every page that does. Either way,
+/// what a sync made durable is there after reopening.
+#[test]
+fn device_file_syncs_only_where_the_policy_asks() {
+    let profile = Profile::test_min();
+    let pages_per_block = u64::from(profile.geometry.pages_per_block);
+    let mut syncs_by_policy = Vec::new();
+    for (name, policy) in [
+        ("none", SyncPolicy::None),
+        (
+            "group",
+            SyncPolicy::GroupCommit {
+                max_records: u32::MAX,
+            },
+        ),
+    ] {
+        let path = image(&format!("sync-{name}"));
+        let mut config = config();
+        config.durability = Durability::WriteAheadLog(policy);
+        let device = Device::create(&path, profile.geometry, None, config.clone()).expect("create");
+        let before = device.durability_counts().expect("counts");
+        let history = write(&device);
+        let after = device.durability_counts().expect("counts");
+        let pages = after.log_pages_written - before.log_pages_written;
+        let syncs = after.media_syncs - before.media_syncs;
+        // Creating the namespaces checkpoints: a checkpoint syncs its superblock copy, and the
+        // log it starts takes a new block.
+        let checkpoints = after.checkpoints_written - before.checkpoints_written;
+        assert!(pages >= 4, "{name}: the writes filled {pages} log pages");
+        match policy {
+            SyncPolicy::None => {
+                assert!(
+                    syncs <= 2 * checkpoints + pages.div_ceil(pages_per_block) + 1,
+                    "none: {syncs} syncs for {pages} log pages, {before:?} -> {after:?}"
+                );
+                assert!(
+                    device.durable_sequence().expect("durable")
+                        < device.logged_sequence().expect("logged"),
+                    "none: records durable without a sync"
+                );
+            }
+            _ => assert!(
+                syncs >= pages - 1,
+                "group: {syncs} syncs for {pages} log pages"
+            ),
+        }
+        syncs_by_policy.push(syncs);
+        device.sync(0).expect("sync");
+        assert_eq!(
+            device.durable_sequence().expect("durable"),
+            device.logged_sequence().expect("logged"),
+            "{name}"
+        );
+        drop(device);
+        let device = Device::open_path(&path, None, config).expect("reopen");
+        let found = read(&device).expect("read");
+        assert_eq!(&found, history.last().expect("history"), "{name}");
+        drop(device);
+        let _ = std::fs::remove_file(&path);
+    }
+    assert!(
+        syncs_by_policy[0] < syncs_by_policy[1],
+        "{syncs_by_policy:?}"
+    );
+}

@@ -117,9 +117,10 @@ fn persistence(shared: &Shared, text: &mut String) {
     line(text, "aof_enabled", u8::from(!simulated));
     line(text, "kvssd_sync", shared.config.sync.name());
     line(text, "group_commit_syncs", shared.commit.syncs());
-    if let Ok((checkpoints, log_pages)) = shared.device.durability_counts() {
-        line(text, "checkpoints_written", checkpoints);
-        line(text, "log_pages_written", log_pages);
+    if let Ok(counts) = shared.device.durability_counts() {
+        line(text, "checkpoints_written", counts.checkpoints_written);
+        line(text, "log_pages_written", counts.log_pages_written);
+        line(text, "media_syncs", counts.media_syncs);
     }
 }
 

@@ -11,7 +11,7 @@ use kvssd_flash::SimTime;
 use super::{poisoned, Core};
 use crate::durability::journal::Journal;
 use crate::durability::wal::{WalOp, WalRecord};
-use crate::{BatchOp, Device, DeviceError, Result};
+use crate::{BatchOp, Device, DeviceError, DurabilityCounts, Result};
 
 impl Core {
     /// Copies the namespace table into the journal (it goes into every checkpoint).
@@ -263,15 +263,19 @@ impl Device {
         self.lock()?.full_checkpoint(at)
     }
 
-    /// Checkpoints counts: (checkpoints written, log pages written) since open.
-    pub fn durability_counts(&self) -> Result<(u64, u64)> {
+    /// What the durability machinery has written and synced since open (all zero without a log).
+    pub fn durability_counts(&self) -> Result<DurabilityCounts> {
         let core = self.lock()?;
         match &core.journal {
             Some(shared) => {
                 let journal = shared.lock().map_err(poisoned)?;
-                Ok((journal.checkpoints_written, journal.log_pages_written))
+                Ok(DurabilityCounts {
+                    checkpoints_written: journal.checkpoints_written,
+                    log_pages_written: journal.log_pages_written,
+                    media_syncs: journal.media_syncs,
+                })
             }
-            None => Ok((0, 0)),
+            None => Ok(DurabilityCounts::default()),
         }
     }
 

@@ -42,6 +42,17 @@ pub enum SyncPolicy {
     None,
 }
 
+/// What the durability machinery has written and synced since a device was opened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DurabilityCounts {
+    /// Checkpoints written.
+    pub checkpoints_written: u64,
+    /// Write-ahead log pages written.
+    pub log_pages_written: u64,
+    /// Syncs (`fdatasync`) of a medium that keeps writes in a cache: file media only.
+    pub media_syncs: u64,
+}
+
 /// Write-side state of the durable structures.
 pub(crate) struct Journal {
     pub(crate) mode: Mode,
@@ -68,6 +79,11 @@ pub(crate) struct Journal {
     pub(crate) namespaces: Vec<(u32, NamespaceSpec)>,
     pub(crate) checkpoints_written: u64,
     pub(crate) log_pages_written: u64,
+    /// Syncs of a medium that keeps writes in a cache (file media) since open.
+    pub(crate) media_syncs: u64,
+    /// Log pages written to such a medium since its last sync (`SyncPolicy::None` writes a page
+    /// that fills without syncing it).
+    unsynced_pages: bool,
 }
 
 fn flash_error(error: kvssd_flash::FlashError) -> SpaceError {
@@ -124,6 +140,8 @@ impl Journal {
             namespaces: Vec::new(),
             checkpoints_written: 0,
             log_pages_written: 0,
+            media_syncs: 0,
+            unsynced_pages: false,
         })
     }
 
@@ -157,9 +175,11 @@ impl Journal {
         }
     }
 
-    fn sync_flash(&self, space: &mut Space) -> Result<(), SpaceError> {
+    fn sync_flash(&mut self, space: &mut Space) -> Result<(), SpaceError> {
         if self.sync_media {
             space.flash_mut().sync().map_err(flash_error)?;
+            self.media_syncs += 1;
+            self.unsynced_pages = false;
         }
         Ok(())
     }
@@ -250,13 +270,20 @@ impl Journal {
         }
         self.next_lsn += 1;
         if programmed {
-            self.sync_flash(space)?;
-            if flush {
-                self.pending_records = 0;
-                self.durable_lsn = Some(lsn);
+            // Under `SyncPolicy::None` a page that fills is written, not synced: the policy asks
+            // for no sync, so its records become durable at the next sync (on media without a
+            // write cache, at once).
+            if flush || self.sync != SyncPolicy::None || !self.sync_media {
+                self.sync_flash(space)?;
+                if flush {
+                    self.pending_records = 0;
+                    self.durable_lsn = Some(lsn);
+                } else {
+                    // Pages that filled hold every record before this one entirely.
+                    self.durable_lsn = lsn.checked_sub(1).or(self.durable_lsn);
+                }
             } else {
-                // Pages that filled hold every record before this one entirely.
-                self.durable_lsn = lsn.checked_sub(1).or(self.durable_lsn);
+                self.unsynced_pages = true;
             }
         }
         Ok((lsn, t))
@@ -271,6 +298,9 @@ impl Journal {
         let mut t = at;
         if let Some(page) = self.writer.flush() {
             t = self.program_log_page(space, at, &page)?;
+            self.unsynced_pages = true;
+        }
+        if self.unsynced_pages {
             self.sync_flash(space)?;
         }
         self.pending_records = 0;

@@ -27,6 +27,6 @@ pub mod superblock;
 pub mod wal;
 
 pub use error::{CheckpointError, FormatError, WalError};
-pub use journal::{SyncPolicy, SUPERBLOCK_BLOCKS};
+pub use journal::{DurabilityCounts, SyncPolicy, SUPERBLOCK_BLOCKS};
 pub use plp::{DumpBound, DumpReport};
 pub use recovery::RecoveryReport;
