@@ -49,6 +49,14 @@ pub enum FlashError {
         /// The page.
         page: PageAddress,
     },
+    /// The compact media's encoding of a page cannot be decoded (it is never returned as data).
+    #[error("{page} cannot be read from the compact media: {what}")]
+    MediaMalformed {
+        /// The page.
+        page: PageAddress,
+        /// What is wrong with its encoding.
+        what: &'static str,
+    },
     /// Power is cut: nothing runs until it is restored.
     #[error("power is cut: no flash operation runs until power is restored")]
     PowerCut,

@@ -1,0 +1,411 @@
+//! Compact media ([`crate::MediaKind::Compact`]): page slots kept in memory in an encoding that
+//! stores runs of a repeating 16-byte pattern as the pattern and their length, so that a page full
+//! of values that are descriptions of themselves (a 16-byte description repeated to the value's
+//! length, as the benchmarks write them) costs a few bytes per record instead of its size.
+//!
+//! The encoding is faithful: any slot decodes to exactly the bytes programmed, periodic or not (bytes
+//! that are not periodic are kept as literals). Everything above the media sees the same bytes as on
+//! [`crate::MediaKind::Ram`], so the flash layer's checksums, rules, timing and counters are unchanged.
+//!
+//! A block's pages are programmed in order (a NAND rule the flash layer enforces before the media
+//! see a program), so each block keeps one buffer its pages' encodings are appended to, with the end
+//! of each page's encoding; erasing the block frees the buffer.
+//!
+//! # Encoding of one slot (payload then the whole OOB area)
+//!
+//! A sequence of operations, each a tag byte and a LEB128 length, which together cover the slot
+//! exactly:
+//!
+//! ```text
+//! 0  LITERAL  length, then `length` bytes
+//! 1  PATTERN  length, then 16 bytes: the run is the pattern repeated (and cut) to `length` bytes
+//! 2  FILL     length, then 1 byte: the run is that byte repeated
+//! ```
+//!
+//! A run is a stretch in which every byte equals the byte 16 before it, at least [`RUN_MIN`] bytes
+//! long. Decoding checks every length against the slot and the buffer: a malformed encoding is an
+//! error, never wrong bytes.
+
+use crate::{Geometry, PageAddress};
+
+/// Period of the runs the encoding recognises: a value description's size.
+pub const PATTERN_BYTES: usize = 16;
+/// Shortest stretch stored as a run: shorter ones cost less as literals.
+const RUN_MIN: usize = 48;
+
+const LITERAL: u8 = 0;
+const PATTERN: u8 = 1;
+const FILL: u8 = 2;
+
+/// Whether `bytes` repeats its first [`PATTERN_BYTES`] bytes to its end: true of every value that is
+/// a description of itself, and of every value of at most 16 bytes. Such values cost the compact
+/// media a constant number of bytes however long they are.
+pub fn is_periodic(bytes: &[u8]) -> bool {
+    bytes.len() <= PATTERN_BYTES || periodic_end(bytes, PATTERN_BYTES) == bytes.len()
+}
+
+/// The first position at or after `from` (>= 16) whose byte differs from the byte 16 before it, or
+/// the length of `bytes`.
+fn periodic_end(bytes: &[u8], mut from: usize) -> usize {
+    let length = bytes.len();
+    while from + 8 <= length {
+        let here = word(bytes, from);
+        let before = word(bytes, from - PATTERN_BYTES);
+        let differ = here ^ before;
+        if differ != 0 {
+            return from + (differ.trailing_zeros() / 8) as usize;
+        }
+        from += 8;
+    }
+    while from < length && bytes[from] == bytes[from - PATTERN_BYTES] {
+        from += 1;
+    }
+    from
+}
+
+fn word(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+fn push_length(out: &mut Vec<u8>, mut length: usize) {
+    loop {
+        let low = (length & 0x7F) as u8;
+        length >>= 7;
+        if length == 0 {
+            out.push(low);
+            return;
+        }
+        out.push(low | 0x80);
+    }
+}
+
+fn push_literal(out: &mut Vec<u8>, bytes: &[u8]) {
+    if !bytes.is_empty() {
+        out.push(LITERAL);
+        push_length(out, bytes.len());
+        out.extend_from_slice(bytes);
+    }
+}
+
+fn push_run(out: &mut Vec<u8>, run: &[u8]) {
+    let pattern = &run[..PATTERN_BYTES];
+    if pattern.iter().all(|&byte| byte == pattern[0]) {
+        out.push(FILL);
+        push_length(out, run.len());
+        out.push(pattern[0]);
+    } else {
+        out.push(PATTERN);
+        push_length(out, run.len());
+        out.extend_from_slice(pattern);
+    }
+}
+
+/// Appends the encoding of `slot` to `out`.
+pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
+    let length = slot.len();
+    let mut literal_from = 0;
+    let mut at = PATTERN_BYTES;
+    while at < length {
+        let end = periodic_end(slot, at);
+        // Bytes [at - 16, end) repeat with period 16; what an earlier run took is not available.
+        let start = (at - PATTERN_BYTES).max(literal_from);
+        if end - start >= RUN_MIN {
+            push_literal(out, &slot[literal_from..start]);
+            push_run(out, &slot[start..end]);
+            literal_from = end;
+        }
+        at = end + 1;
+    }
+    push_literal(out, &slot[literal_from..]);
+}
+
+/// Why an encoding cannot be decoded.
+pub(crate) type Malformed = &'static str;
+
+/// Decodes `encoded` into `slot`, which it must cover exactly.
+pub(crate) fn decode(mut encoded: &[u8], slot: &mut [u8]) -> Result<(), Malformed> {
+    let mut at = 0usize;
+    while !encoded.is_empty() {
+        let tag = encoded[0];
+        encoded = &encoded[1..];
+        let (length, rest) = take_length(encoded)?;
+        encoded = rest;
+        let end = at
+            .checked_add(length)
+            .filter(|&end| end <= slot.len())
+            .ok_or("a run or literal goes past the end of the page")?;
+        let target = &mut slot[at..end];
+        match tag {
+            LITERAL => {
+                let bytes = encoded.get(..length).ok_or("a literal is cut short")?;
+                target.copy_from_slice(bytes);
+                encoded = &encoded[length..];
+            }
+            PATTERN => {
+                let pattern = encoded
+                    .get(..PATTERN_BYTES)
+                    .ok_or("a pattern is cut short")?;
+                repeat(pattern, target);
+                encoded = &encoded[PATTERN_BYTES..];
+            }
+            FILL => {
+                let byte = *encoded.first().ok_or("a fill byte is missing")?;
+                target.fill(byte);
+                encoded = &encoded[1..];
+            }
+            _ => return Err("unknown operation"),
+        }
+        at = end;
+    }
+    if at != slot.len() {
+        return Err("the encoding ends before the page does");
+    }
+    Ok(())
+}
+
+fn take_length(encoded: &[u8]) -> Result<(usize, &[u8]), Malformed> {
+    let mut length = 0usize;
+    for (index, &byte) in encoded.iter().enumerate().take(4) {
+        length |= usize::from(byte & 0x7F) << (7 * index);
+        if byte & 0x80 == 0 {
+            return Ok((length, &encoded[index + 1..]));
+        }
+    }
+    Err("a length is malformed")
+}
+
+/// Fills `target` with `pattern` repeated, doubling what is already written.
+fn repeat(pattern: &[u8], target: &mut [u8]) {
+    let first = pattern.len().min(target.len());
+    target[..first].copy_from_slice(&pattern[..first]);
+    let mut filled = first;
+    while filled < target.len() {
+        let copy = filled.min(target.len() - filled);
+        target.copy_within(..copy, filled);
+        filled += copy;
+    }
+}
+
+/// Pages in memory in the encoding above, one buffer per block, freed when the block is erased.
+pub(crate) struct CompactMedia {
+    geometry: Geometry,
+    page_bytes: usize,
+    slot: Vec<u8>,
+    blocks: Vec<CompactBlock>,
+}
+
+#[derive(Default)]
+struct CompactBlock {
+    encoded: Vec<u8>,
+    /// End of each programmed page's encoding in `encoded`, in page order.
+    ends: Vec<u32>,
+}
+
+impl CompactMedia {
+    pub(crate) fn new(geometry: &Geometry) -> Self {
+        CompactMedia {
+            geometry: *geometry,
+            page_bytes: geometry.page_bytes as usize,
+            slot: vec![0u8; (geometry.page_bytes + geometry.oob_bytes) as usize],
+            blocks: (0..geometry.blocks_total())
+                .map(|_| CompactBlock::default())
+                .collect(),
+        }
+    }
+
+    fn locate(&self, index: u64) -> (usize, usize) {
+        let pages_per_block = u64::from(self.geometry.pages_per_block);
+        (
+            (index / pages_per_block) as usize,
+            (index % pages_per_block) as usize,
+        )
+    }
+
+    /// Copies page `index` into `data` and `oob`. A page never programmed reads as erased (the
+    /// flash layer does not read such pages).
+    pub(crate) fn read(
+        &mut self,
+        index: u64,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<(), (PageAddress, Malformed)> {
+        let (block, page) = self.locate(index);
+        let address = self.geometry.page_at(index);
+        let Some(block) = self.blocks.get(block) else {
+            return Err((address, "the page is outside the media"));
+        };
+        let Some(&end) = block.ends.get(page) else {
+            data.fill(0xFF);
+            oob.fill(0);
+            return Ok(());
+        };
+        let start = if page == 0 { 0 } else { block.ends[page - 1] };
+        let encoded = block
+            .encoded
+            .get(start as usize..end as usize)
+            .ok_or((address, "the page's encoding is outside its block's buffer"))?;
+        decode(encoded, &mut self.slot).map_err(|what| (address, what))?;
+        data.copy_from_slice(&self.slot[..self.page_bytes]);
+        oob.copy_from_slice(&self.slot[self.page_bytes..]);
+        Ok(())
+    }
+
+    /// Stores page `index`, the next page of its block (the flash layer checked the order).
+    pub(crate) fn write(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<(), (PageAddress, Malformed)> {
+        let (block, page) = self.locate(index);
+        let address = self.geometry.page_at(index);
+        let pages_per_block = self.geometry.pages_per_block as usize;
+        let Some(block) = self.blocks.get_mut(block) else {
+            return Err((address, "the page is outside the media"));
+        };
+        if block.ends.len() != page {
+            return Err((address, "pages of a block must be stored in order"));
+        }
+        self.slot[..self.page_bytes].copy_from_slice(data);
+        self.slot[self.page_bytes..].copy_from_slice(oob);
+        encode(&self.slot, &mut block.encoded);
+        let end = u32::try_from(block.encoded.len())
+            .map_err(|_| (address, "a block's encoding exceeds 4 GiB"))?;
+        block.ends.push(end);
+        if block.ends.len() == pages_per_block {
+            // Full: nothing more is appended until the block is erased.
+            block.encoded.shrink_to_fit();
+            block.ends.shrink_to_fit();
+        }
+        Ok(())
+    }
+
+    /// Forgets a block's pages and frees their memory.
+    pub(crate) fn erase(&mut self, block: u64) {
+        if let Some(block) = self.blocks.get_mut(block as usize) {
+            *block = CompactBlock::default();
+        }
+    }
+
+    /// Bytes of encodings held now (what the media cost beyond their fixed per-block table).
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.blocks
+            .iter()
+            .map(|block| block.encoded.capacity() as u64 + block.ends.capacity() as u64 * 4)
+            .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(slot: &[u8]) -> Vec<u8> {
+        let mut encoded = Vec::new();
+        encode(slot, &mut encoded);
+        let mut back = vec![0xA5; slot.len()];
+        decode(&encoded, &mut back).expect("an encoding decodes");
+        back
+    }
+
+    /// A page of records as the benchmarks write them: a header and key that are not periodic, then
+    /// a value that is its 16-byte description repeated, each starting anywhere.
+    fn records_page(seed: u64, bytes: usize) -> Vec<u8> {
+        let mut page = Vec::with_capacity(bytes);
+        let mut state = seed;
+        while page.len() < bytes {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            page.extend_from_slice(&state.to_le_bytes()[..(state % 7) as usize + 1]);
+            let description = (state ^ 0x5555).to_le_bytes().repeat(2);
+            for index in 0..(state % 1500) as usize {
+                page.push(description[index % PATTERN_BYTES]);
+            }
+        }
+        page.truncate(bytes);
+        page
+    }
+
+    #[test]
+    fn descriptions_cost_a_few_bytes_per_record_and_round_trip() {
+        let page = records_page(7, 8192 + 256);
+        let mut encoded = Vec::new();
+        encode(&page, &mut encoded);
+        // About a dozen records: their headers and keys, plus 19 bytes per value.
+        assert!(
+            encoded.len() < page.len() / 16,
+            "encoded {} bytes",
+            encoded.len()
+        );
+        assert_eq!(round_trip(&page), page);
+        let zeros = vec![0u8; 8192];
+        encoded.clear();
+        encode(&zeros, &mut encoded);
+        assert_eq!(encoded.len(), 4, "one fill run");
+        assert_eq!(round_trip(&zeros), zeros);
+    }
+
+    #[test]
+    fn periodic_values_are_recognised() {
+        let description: Vec<u8> = (0..16).collect();
+        let value: Vec<u8> = description.iter().cycle().take(1000).copied().collect();
+        assert!(is_periodic(&value));
+        assert!(is_periodic(&value[..16]));
+        assert!(is_periodic(b"short"));
+        let mut broken = value.clone();
+        broken[999] ^= 1;
+        assert!(!is_periodic(&broken));
+        broken[999] ^= 1;
+        broken[16] ^= 1;
+        assert!(!is_periodic(&broken));
+    }
+
+    #[test]
+    fn malformed_encodings_are_errors() {
+        let mut slot = vec![0u8; 64];
+        assert!(decode(&[], &mut slot).is_err(), "too short");
+        assert!(decode(&[LITERAL, 65], &mut slot).is_err(), "past the end");
+        assert!(
+            decode(&[LITERAL, 64, 1, 2], &mut slot).is_err(),
+            "cut short"
+        );
+        assert!(decode(&[PATTERN, 64, 1], &mut slot).is_err(), "pattern cut");
+        assert!(decode(&[FILL, 64], &mut slot).is_err(), "fill byte missing");
+        assert!(decode(&[9, 64, 0], &mut slot).is_err(), "unknown tag");
+        assert!(decode(&[FILL, 0xFF, 0xFF, 0xFF, 0xFF, 0], &mut slot).is_err());
+        assert!(decode(&[FILL, 64, 7], &mut slot).is_ok());
+        assert_eq!(slot, vec![7u8; 64]);
+    }
+
+    proptest! {
+        #[test]
+        fn any_slot_round_trips(
+            bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+            pattern in proptest::collection::vec(any::<u8>(), 16),
+            runs in proptest::collection::vec((0usize..3000, 0usize..600), 0..6),
+        ) {
+            // Arbitrary bytes with periodic stretches of arbitrary phase and length laid over them.
+            let mut slot = bytes;
+            for (start, length) in runs {
+                let start = start.min(slot.len());
+                let end = (start + length).min(slot.len());
+                for (offset, byte) in slot[start..end].iter_mut().enumerate() {
+                    *byte = pattern[offset % 16];
+                }
+            }
+            prop_assert_eq!(round_trip(&slot), slot);
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(
+            encoded in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let mut slot = vec![0u8; 300];
+            let _ = decode(&encoded, &mut slot);
+        }
+    }
+}
