@@ -187,7 +187,11 @@ fn device_errors_value_not_periodic_on_compact_media() {
     fixture.now = now;
     value[999] ^= 1;
     fixture.refused(
-        |device, at| device.store(at, pink, b"apple", &value, StoreMode::Upsert).map(drop),
+        |device, at| {
+            device
+                .store(at, pink, b"apple", &value, StoreMode::Upsert)
+                .map(drop)
+        },
         |error| {
             matches!(error, DeviceError::ValueNotPeriodic { len } if *len == 1000)
                 && error.to_string().contains("compact media")
