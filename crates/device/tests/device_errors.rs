@@ -198,7 +198,7 @@ fn device_errors_value_not_periodic_on_compact_media() {
         },
     );
     // Ram media take any value.
-    let mut ram = Fixture::new();
+    let ram = Fixture::new();
     ram.device
         .store(ram.now, ram.pink, b"apple", &value, StoreMode::Upsert)
         .expect("ram media take any value");
