@@ -201,6 +201,51 @@ struct CompactBlock {
     encoded: Vec<u8>,
     /// End of each programmed page's encoding in `encoded`, in page order.
     ends: Vec<u32>,
+    /// Pages whose bytes were discarded ([`CompactMedia::discard`]), by page; empty if none.
+    discarded: Vec<bool>,
+    /// Bytes of `encoded` that discarded pages still take (until the buffer is compacted).
+    discarded_bytes: usize,
+}
+
+/// What reading a page of the compact media can find instead of its bytes.
+pub(crate) enum Unreadable {
+    /// The page's bytes were discarded.
+    Discarded,
+    /// The encoding is malformed (never returned as data).
+    Malformed(Malformed),
+}
+
+impl CompactBlock {
+    fn range(&self, page: usize) -> Option<std::ops::Range<usize>> {
+        let end = *self.ends.get(page)? as usize;
+        let start = if page == 0 {
+            0
+        } else {
+            self.ends[page - 1] as usize
+        };
+        Some(start..end)
+    }
+
+    fn is_discarded(&self, page: usize) -> bool {
+        self.discarded.get(page).copied().unwrap_or(false)
+    }
+
+    /// Rewrites the buffer without the bytes of discarded pages (they keep an empty range).
+    fn compact(&mut self) {
+        let mut encoded = Vec::with_capacity(self.encoded.len() - self.discarded_bytes);
+        let mut ends = Vec::with_capacity(self.ends.len());
+        for page in 0..self.ends.len() {
+            if !self.is_discarded(page) {
+                if let Some(bytes) = self.range(page).and_then(|range| self.encoded.get(range)) {
+                    encoded.extend_from_slice(bytes);
+                }
+            }
+            ends.push(encoded.len() as u32);
+        }
+        self.encoded = encoded;
+        self.ends = ends;
+        self.discarded_bytes = 0;
+    }
 }
 
 impl CompactMedia {
@@ -230,23 +275,23 @@ impl CompactMedia {
         index: u64,
         data: &mut [u8],
         oob: &mut [u8],
-    ) -> Result<(), (PageAddress, Malformed)> {
+    ) -> Result<(), Unreadable> {
         let (block, page) = self.locate(index);
-        let address = self.geometry.page_at(index);
         let Some(block) = self.blocks.get(block) else {
-            return Err((address, "the page is outside the media"));
+            return Err(Unreadable::Malformed("the page is outside the media"));
         };
-        let Some(&end) = block.ends.get(page) else {
+        let Some(range) = block.range(page) else {
             data.fill(0xFF);
             oob.fill(0);
             return Ok(());
         };
-        let start = if page == 0 { 0 } else { block.ends[page - 1] };
-        let encoded = block
-            .encoded
-            .get(start as usize..end as usize)
-            .ok_or((address, "the page's encoding is outside its block's buffer"))?;
-        decode(encoded, &mut self.slot).map_err(|what| (address, what))?;
+        if block.is_discarded(page) {
+            return Err(Unreadable::Discarded);
+        }
+        let encoded = block.encoded.get(range).ok_or(Unreadable::Malformed(
+            "the page's encoding is outside its block's buffer",
+        ))?;
+        decode(encoded, &mut self.slot).map_err(Unreadable::Malformed)?;
         data.copy_from_slice(&self.slot[..self.page_bytes]);
         oob.copy_from_slice(&self.slot[self.page_bytes..]);
         Ok(())
@@ -282,6 +327,31 @@ impl CompactMedia {
         Ok(())
     }
 
+    /// Frees the bytes of programmed page `index`, which nothing will read again: reading it then
+    /// fails with [`Unreadable::Discarded`]. A block's buffer is compacted once discarded pages
+    /// take half of it. Returns whether the page was programmed and not yet discarded.
+    pub(crate) fn discard(&mut self, index: u64) -> bool {
+        let (block, page) = self.locate(index);
+        let Some(block) = self.blocks.get_mut(block) else {
+            return false;
+        };
+        let Some(range) = block.range(page) else {
+            return false;
+        };
+        if block.is_discarded(page) {
+            return false;
+        }
+        if block.discarded.len() <= page {
+            block.discarded.resize(page + 1, false);
+        }
+        block.discarded[page] = true;
+        block.discarded_bytes += range.len();
+        if block.discarded_bytes * 2 > block.encoded.len() {
+            block.compact();
+        }
+        true
+    }
+
     /// Forgets a block's pages and frees their memory.
     pub(crate) fn erase(&mut self, block: u64) {
         if let Some(block) = self.blocks.get_mut(block as usize) {
@@ -293,7 +363,10 @@ impl CompactMedia {
     pub(crate) fn stored_bytes(&self) -> u64 {
         self.blocks
             .iter()
-            .map(|block| block.encoded.capacity() as u64 + block.ends.capacity() as u64 * 4)
+            .map(|block| {
+                (block.encoded.capacity() + block.ends.capacity() * 4 + block.discarded.capacity())
+                    as u64
+            })
             .sum()
     }
 }

@@ -57,6 +57,15 @@ pub enum FlashError {
         /// What is wrong with its encoding.
         what: &'static str,
     },
+    /// A read of a page whose bytes the compact media discarded ([`crate::Flash::discard`]): the
+    /// layer above said nothing would read it again.
+    #[error("{page} was discarded: its bytes are no longer kept (compact media)")]
+    Discarded {
+        /// The page.
+        page: PageAddress,
+        /// Simulated time at which the read completed (it took its time as on any media).
+        done_at: crate::SimTime,
+    },
     /// Power is cut: nothing runs until it is restored.
     #[error("power is cut: no flash operation runs until power is restored")]
     PowerCut,

@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::background::{JobId, Lane};
 use crate::compact::CompactMedia;
 use crate::fault::{Faults, InFlight};
-use crate::media::{FileMedia, Media, RamMedia};
+use crate::media::{FileMedia, Media, RamMedia, ReadFailure};
 use crate::timing::{Busy, Timeline};
 use crate::{
     BlockAddress, Counters, FaultConfig, FlashError, Geometry, MediaKind, PageAddress, Purpose,
@@ -387,13 +387,24 @@ impl Flash {
             return Err(FlashError::PowerCut);
         }
         let index = self.geometry.page_index(page);
-        self.media.read(index, data, &mut self.oob_scratch)?;
+        let discarded = match self
+            .media
+            .read(index, data, &mut self.oob_scratch, &self.geometry)
+        {
+            Ok(()) => false,
+            Err(ReadFailure::Discarded) => true,
+            Err(ReadFailure::Error(error)) => return Err(error),
+        };
         let done_at = match &mut self.timeline {
             Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
             None => at,
         };
         self.counters
             .record_read(purpose, u64::from(self.geometry.page_bytes));
+        if discarded {
+            // The read took its time as on any media; only its bytes are gone.
+            return Err(FlashError::Discarded { page, done_at });
+        }
         let faults_active = !self.faults.is_quiet();
         if faults_active {
             let bits = (data.len() + self.oob_scratch.len()) as u64 * 8;
@@ -500,6 +511,20 @@ impl Flash {
             Some(timeline) => timeline.program(at, page.die, u64::from(self.geometry.page_bytes)),
             None => at,
         })
+    }
+
+    /// Tells the media that nothing will read programmed page `page` again before its block is
+    /// erased (the layer above no longer references it, and no snapshot or durable state can
+    /// reach it). Compact media free its bytes, and a later read of it, which still takes its
+    /// time and is counted, fails with [`FlashError::Discarded`]; other media keep the page as it
+    /// is. Not a NAND operation: it takes no time and changes no counter. Returns whether bytes
+    /// were freed.
+    pub fn discard(&mut self, page: PageAddress) -> Result<bool> {
+        let slot = self.page_slot(page)?;
+        if page.page >= self.blocks[slot].next_page {
+            return Err(FlashError::ReadErased { page });
+        }
+        Ok(self.media.discard(self.geometry.page_index(page)))
     }
 
     /// Erases a whole block issued at `at`; returns when the erase completes.

@@ -33,7 +33,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::compact::CompactMedia;
+use crate::compact::{CompactMedia, Unreadable};
 use crate::{FlashError, Geometry, Result};
 
 /// The image format version this build writes and reads.
@@ -72,16 +72,47 @@ fn malformed((page, what): (crate::PageAddress, &'static str)) -> FlashError {
     FlashError::MediaMalformed { page, what }
 }
 
+/// Why [`Media::read`] returned no bytes.
+pub(crate) enum ReadFailure {
+    /// The page's bytes were discarded ([`Media::discard`]); the read itself happened.
+    Discarded,
+    /// Anything else.
+    Error(FlashError),
+}
+
 impl Media {
     /// Copies page `index`'s payload into `data` and its whole OOB area into `oob`.
-    pub(crate) fn read(&mut self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
+    pub(crate) fn read(
+        &mut self,
+        index: u64,
+        data: &mut [u8],
+        oob: &mut [u8],
+        geometry: &Geometry,
+    ) -> std::result::Result<(), ReadFailure> {
         match self {
             Media::Ram(ram) => {
                 ram.read(index, data, oob);
                 Ok(())
             }
-            Media::Compact(compact) => compact.read(index, data, oob).map_err(malformed),
-            Media::File(file) => file.read(index, data, oob),
+            Media::Compact(compact) => {
+                compact
+                    .read(index, data, oob)
+                    .map_err(|failure| match failure {
+                        Unreadable::Discarded => ReadFailure::Discarded,
+                        Unreadable::Malformed(what) => {
+                            ReadFailure::Error(malformed((geometry.page_at(index), what)))
+                        }
+                    })
+            }
+            Media::File(file) => file.read(index, data, oob).map_err(ReadFailure::Error),
+        }
+    }
+
+    /// Drops the bytes of page `index` where the media can (compact media); returns whether it did.
+    pub(crate) fn discard(&mut self, index: u64) -> bool {
+        match self {
+            Media::Compact(compact) => compact.discard(index),
+            Media::Ram(_) | Media::File(_) => false,
         }
     }
 

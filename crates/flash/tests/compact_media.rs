@@ -1,7 +1,12 @@
 //! Compact media: the same operations give the same bytes, errors, times and counters as ram media,
-//! whatever the pages hold, and erasing a block frees what its pages took.
+//! whatever the pages hold; erasing a block frees what its pages took; a discarded page's read
+//! takes its time and fails with a typed error instead of returning bytes.
 
-use kvssd_flash::{BlockAddress, Flash, MediaKind, PageAddress, Profile, Purpose, PATTERN_BYTES};
+use std::collections::BTreeSet;
+
+use kvssd_flash::{
+    BlockAddress, Flash, FlashError, MediaKind, PageAddress, Profile, Purpose, PATTERN_BYTES,
+};
 use proptest::prelude::*;
 
 fn pair() -> (Flash, Flash) {
@@ -46,6 +51,7 @@ enum Step {
     Program { block: u32, kind: u8, seed: u64 },
     Read { block: u32, page: u32 },
     Erase { block: u32 },
+    Discard { block: u32, page: u32 },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -54,6 +60,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(block, kind, seed)| Step::Program { block, kind, seed }),
         3 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Read { block, page }),
         1 => (0u32..6).prop_map(|block| Step::Erase { block }),
+        2 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Discard { block, page }),
     ]
 }
 
@@ -70,6 +77,7 @@ proptest! {
         let (mut ram, mut compact) = pair();
         let geometry = *ram.geometry();
         let mut at = 0;
+        let mut discarded: BTreeSet<(u32, u32)> = BTreeSet::new();
         for step in steps {
             match step {
                 Step::Program { block, kind, seed } => {
@@ -89,6 +97,16 @@ proptest! {
                     let (mut oob_a, mut oob_b) = ([0u8; 8], [0u8; 8]);
                     let a = ram.read(at, page, Purpose::UserData, &mut data_a, &mut oob_a);
                     let b = compact.read(at, page, Purpose::UserData, &mut data_b, &mut oob_b);
+                    if discarded.contains(&(block, page.page)) {
+                        let read = a.expect("ram media keep a discarded page");
+                        let is_discarded = matches!(
+                            b,
+                            Err(FlashError::Discarded { page: p, done_at })
+                                if p == page && done_at == read.done_at
+                        );
+                        prop_assert!(is_discarded, "compact read of a discarded page: {:?}", b);
+                        continue;
+                    }
                     prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
                     if a.is_ok() {
                         prop_assert!(data_a == data_b, "page bytes differ");
@@ -99,6 +117,21 @@ proptest! {
                     let a = ram.erase(at, address(block), Purpose::Gc);
                     let b = compact.erase(at, address(block), Purpose::Gc);
                     prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    if a.is_ok() {
+                        discarded.retain(|&(discarded_block, _)| discarded_block != block);
+                    }
+                }
+                Step::Discard { block, page } => {
+                    let address = address(block).page(page);
+                    let a = ram.discard(address);
+                    let b = compact.discard(address);
+                    match (a, b) {
+                        (Ok(kept), Ok(freed)) => {
+                            prop_assert!(!kept, "ram media keep every page");
+                            prop_assert_eq!(freed, discarded.insert((block, page)));
+                        }
+                        (a, b) => prop_assert_eq!(format!("{a:?}"), format!("{b:?}")),
+                    }
                 }
             }
         }
@@ -124,6 +157,29 @@ fn erasing_a_block_frees_its_pages_on_compact_media() {
         arbitrary >= 4 * u64::from(geometry.page_bytes),
         "{arbitrary}"
     );
+    // Discarding most of the block's pages frees their bytes; the rest reads as before.
+    for page in [0, 2, 3] {
+        assert!(flash.discard(block.page(page)).expect("programmed"));
+    }
+    assert!(!flash.discard(block.page(2)).expect("programmed"), "once");
+    assert!(
+        flash.media_bytes() < arbitrary / 2,
+        "{}",
+        flash.media_bytes()
+    );
+    let mut back = vec![0u8; geometry.page_bytes as usize];
+    flash
+        .read(0, block.page(1), Purpose::UserData, &mut back, &mut [])
+        .expect("a kept page reads");
+    assert_eq!(back, page_of(0, 2, geometry.page_bytes as usize));
+    assert!(matches!(
+        flash.read(0, block.page(3), Purpose::UserData, &mut back, &mut []),
+        Err(FlashError::Discarded { .. })
+    ));
+    assert!(matches!(
+        flash.discard(block.page(5)),
+        Err(FlashError::ReadErased { .. })
+    ));
     flash.erase(0, block, Purpose::Gc).expect("erase");
     assert_eq!(flash.media_bytes(), 0, "erase frees the block's pages");
     for page in 0..4 {
