@@ -7,9 +7,8 @@
 //! that are not periodic are kept as literals). Everything above the media sees the same bytes as on
 //! [`crate::MediaKind::Ram`], so the flash layer's checksums, rules, timing and counters are unchanged.
 //!
-//! A block's pages are programmed in order (a NAND rule the flash layer enforces before the media
-//! see a program), so each block keeps one buffer its pages' encodings are appended to, with the end
-//! of each page's encoding; erasing the block frees the buffer.
+//! Each page's encoding is one allocation of its size, so that pages freed by an erase (or a
+//! discard, [`crate::Flash::discard`]) leave memory the allocator reuses for the next pages.
 //!
 //! # Encoding of one slot (payload then the whole OOB area)
 //!
@@ -188,23 +187,17 @@ fn repeat(pattern: &[u8], target: &mut [u8]) {
     }
 }
 
-/// Pages in memory in the encoding above, one buffer per block, freed when the block is erased.
+/// Pages in memory in the encoding above, each in an allocation of its encoding's size (so that
+/// freeing one, at a discard or an erase, leaves memory the allocator reuses for the next pages).
 pub(crate) struct CompactMedia {
     geometry: Geometry,
     page_bytes: usize,
     slot: Vec<u8>,
-    blocks: Vec<CompactBlock>,
-}
-
-#[derive(Default)]
-struct CompactBlock {
-    encoded: Vec<u8>,
-    /// End of each programmed page's encoding in `encoded`, in page order.
-    ends: Vec<u32>,
-    /// Pages whose bytes were discarded ([`CompactMedia::discard`]), by page; empty if none.
-    discarded: Vec<bool>,
-    /// Bytes of `encoded` that discarded pages still take (until the buffer is compacted).
-    discarded_bytes: usize,
+    scratch: Vec<u8>,
+    /// By block, its programmed pages in order: `None` once discarded.
+    blocks: Vec<Vec<Option<Box<[u8]>>>>,
+    /// Bytes of the encodings held.
+    stored: u64,
 }
 
 /// What reading a page of the compact media can find instead of its bytes.
@@ -215,48 +208,15 @@ pub(crate) enum Unreadable {
     Malformed(Malformed),
 }
 
-impl CompactBlock {
-    fn range(&self, page: usize) -> Option<std::ops::Range<usize>> {
-        let end = *self.ends.get(page)? as usize;
-        let start = if page == 0 {
-            0
-        } else {
-            self.ends[page - 1] as usize
-        };
-        Some(start..end)
-    }
-
-    fn is_discarded(&self, page: usize) -> bool {
-        self.discarded.get(page).copied().unwrap_or(false)
-    }
-
-    /// Rewrites the buffer without the bytes of discarded pages (they keep an empty range).
-    fn compact(&mut self) {
-        let mut encoded = Vec::with_capacity(self.encoded.len() - self.discarded_bytes);
-        let mut ends = Vec::with_capacity(self.ends.len());
-        for page in 0..self.ends.len() {
-            if !self.is_discarded(page) {
-                if let Some(bytes) = self.range(page).and_then(|range| self.encoded.get(range)) {
-                    encoded.extend_from_slice(bytes);
-                }
-            }
-            ends.push(encoded.len() as u32);
-        }
-        self.encoded = encoded;
-        self.ends = ends;
-        self.discarded_bytes = 0;
-    }
-}
-
 impl CompactMedia {
     pub(crate) fn new(geometry: &Geometry) -> Self {
         CompactMedia {
             geometry: *geometry,
             page_bytes: geometry.page_bytes as usize,
             slot: vec![0u8; (geometry.page_bytes + geometry.oob_bytes) as usize],
-            blocks: (0..geometry.blocks_total())
-                .map(|_| CompactBlock::default())
-                .collect(),
+            scratch: Vec::new(),
+            blocks: (0..geometry.blocks_total()).map(|_| Vec::new()).collect(),
+            stored: 0,
         }
     }
 
@@ -277,20 +237,15 @@ impl CompactMedia {
         oob: &mut [u8],
     ) -> Result<(), Unreadable> {
         let (block, page) = self.locate(index);
-        let Some(block) = self.blocks.get(block) else {
+        let Some(pages) = self.blocks.get(block) else {
             return Err(Unreadable::Malformed("the page is outside the media"));
         };
-        let Some(range) = block.range(page) else {
+        let Some(stored) = pages.get(page) else {
             data.fill(0xFF);
             oob.fill(0);
             return Ok(());
         };
-        if block.is_discarded(page) {
-            return Err(Unreadable::Discarded);
-        }
-        let encoded = block.encoded.get(range).ok_or(Unreadable::Malformed(
-            "the page's encoding is outside its block's buffer",
-        ))?;
+        let encoded = stored.as_deref().ok_or(Unreadable::Discarded)?;
         decode(encoded, &mut self.slot).map_err(Unreadable::Malformed)?;
         data.copy_from_slice(&self.slot[..self.page_bytes]);
         oob.copy_from_slice(&self.slot[self.page_bytes..]);
@@ -307,67 +262,62 @@ impl CompactMedia {
         let (block, page) = self.locate(index);
         let address = self.geometry.page_at(index);
         let pages_per_block = self.geometry.pages_per_block as usize;
-        let Some(block) = self.blocks.get_mut(block) else {
+        let Some(pages) = self.blocks.get_mut(block) else {
             return Err((address, "the page is outside the media"));
         };
-        if block.ends.len() != page {
+        if pages.len() != page {
             return Err((address, "pages of a block must be stored in order"));
+        }
+        if pages.capacity() == 0 {
+            pages.reserve_exact(pages_per_block);
         }
         self.slot[..self.page_bytes].copy_from_slice(data);
         self.slot[self.page_bytes..].copy_from_slice(oob);
-        encode(&self.slot, &mut block.encoded);
-        let end = u32::try_from(block.encoded.len())
-            .map_err(|_| (address, "a block's encoding exceeds 4 GiB"))?;
-        block.ends.push(end);
-        if block.ends.len() == pages_per_block {
-            // Full: nothing more is appended until the block is erased.
-            block.encoded.shrink_to_fit();
-            block.ends.shrink_to_fit();
-        }
+        self.scratch.clear();
+        encode(&self.slot, &mut self.scratch);
+        self.stored += self.scratch.len() as u64;
+        pages.push(Some(self.scratch.as_slice().into()));
         Ok(())
     }
 
     /// Frees the bytes of programmed page `index`, which nothing will read again: reading it then
-    /// fails with [`Unreadable::Discarded`]. A block's buffer is compacted once discarded pages
-    /// take half of it. Returns whether the page was programmed and not yet discarded.
+    /// fails with [`Unreadable::Discarded`]. Returns whether the page was programmed and not yet
+    /// discarded.
     pub(crate) fn discard(&mut self, index: u64) -> bool {
         let (block, page) = self.locate(index);
-        let Some(block) = self.blocks.get_mut(block) else {
+        let Some(stored) = self
+            .blocks
+            .get_mut(block)
+            .and_then(|pages| pages.get_mut(page))
+        else {
             return false;
         };
-        let Some(range) = block.range(page) else {
-            return false;
-        };
-        if block.is_discarded(page) {
-            return false;
+        match stored.take() {
+            Some(encoded) => {
+                self.stored -= encoded.len() as u64;
+                true
+            }
+            None => false,
         }
-        if block.discarded.len() <= page {
-            block.discarded.resize(page + 1, false);
-        }
-        block.discarded[page] = true;
-        block.discarded_bytes += range.len();
-        if block.discarded_bytes * 2 > block.encoded.len() {
-            block.compact();
-        }
-        true
     }
 
     /// Forgets a block's pages and frees their memory.
     pub(crate) fn erase(&mut self, block: u64) {
-        if let Some(block) = self.blocks.get_mut(block as usize) {
-            *block = CompactBlock::default();
+        if let Some(pages) = self.blocks.get_mut(block as usize) {
+            let freed: usize = pages.iter().flatten().map(|encoded| encoded.len()).sum();
+            self.stored -= freed as u64;
+            *pages = Vec::new();
         }
     }
 
-    /// Bytes of encodings held now (what the media cost beyond their fixed per-block table).
+    /// Bytes of encodings held now, and the table of a block's pages for each block in use.
     pub(crate) fn stored_bytes(&self) -> u64 {
-        self.blocks
+        let tables: usize = self
+            .blocks
             .iter()
-            .map(|block| {
-                (block.encoded.capacity() + block.ends.capacity() * 4 + block.discarded.capacity())
-                    as u64
-            })
-            .sum()
+            .map(|pages| pages.capacity() * std::mem::size_of::<Option<Box<[u8]>>>())
+            .sum();
+        self.stored + tables as u64
     }
 }
 
