@@ -22,15 +22,17 @@
 //! ```
 //!
 //! A run is a stretch in which every byte equals the byte 16 before it, at least [`RUN_MIN`] bytes
-//! long. Decoding checks every length against the slot and the buffer: a malformed encoding is an
-//! error, never wrong bytes.
+//! long, or [`FILL_MIN`] bytes if it is one byte repeated. Decoding checks every length against the
+//! slot and the encoding: a malformed encoding is an error, never wrong bytes.
 
 use crate::{Geometry, PageAddress};
 
 /// Period of the runs the encoding recognises: a value description's size.
 pub const PATTERN_BYTES: usize = 16;
-/// Shortest stretch stored as a run: shorter ones cost less as literals.
+/// Shortest stretch stored as a pattern run: shorter ones cost less as literals.
 const RUN_MIN: usize = 48;
+/// Shortest stretch of one repeated byte stored as a fill run (a record's zero padding).
+const FILL_MIN: usize = PATTERN_BYTES;
 
 const LITERAL: u8 = 0;
 const PATTERN: u8 = 1;
@@ -110,7 +112,14 @@ pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
         let end = periodic_end(slot, at);
         // Bytes [at - 16, end) repeat with period 16; what an earlier run took is not available.
         let start = (at - PATTERN_BYTES).max(literal_from);
-        if end - start >= RUN_MIN {
+        let length = end - start;
+        let fill = || {
+            let first = slot[start];
+            slot[start..start + PATTERN_BYTES]
+                .iter()
+                .all(|&byte| byte == first)
+        };
+        if length >= RUN_MIN || (length >= FILL_MIN && fill()) {
             push_literal(out, &slot[literal_from..start]);
             push_run(out, &slot[start..end]);
             literal_from = end;
@@ -365,6 +374,14 @@ mod tests {
             encoded.len()
         );
         assert_eq!(round_trip(&page), page);
+        // A record's zero padding between a value and the next header is a fill run.
+        let mut padded = vec![7u8; 40];
+        padded.extend_from_slice(&[0u8; 20]);
+        padded.extend(1..=40u8);
+        encoded.clear();
+        encode(&padded, &mut encoded);
+        assert!(encoded.contains(&FILL), "{encoded:?}");
+        assert_eq!(round_trip(&padded), padded);
         let zeros = vec![0u8; 8192];
         encoded.clear();
         encode(&zeros, &mut encoded);
