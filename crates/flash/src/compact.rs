@@ -109,6 +109,20 @@ pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
     let mut literal_from = 0;
     let mut at = PATTERN_BYTES;
     while at < length {
+        if at + 8 <= length {
+            // Eight positions at once: a run needs a position whose byte equals the byte 16
+            // before it, so where no byte of the eight does, none starts here. (A run of exactly 16
+            // equal bytes may be missed; it stays a literal: compression, never correctness.)
+            let differ = word(slot, at) ^ word(slot, at - PATTERN_BYTES);
+            let zero_bytes =
+                differ.wrapping_sub(0x0101_0101_0101_0101) & !differ & 0x8080_8080_8080_8080;
+            if zero_bytes == 0 {
+                at += 8;
+                continue;
+            }
+            // The lowest flagged byte is a true zero (borrows only flag bytes above one).
+            at += (zero_bytes.trailing_zeros() / 8) as usize;
+        }
         let end = periodic_end(slot, at);
         // Bytes [at - 16, end) repeat with period 16; what an earlier run took is not available.
         let start = (at - PATTERN_BYTES).max(literal_from);
