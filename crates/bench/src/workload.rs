@@ -24,7 +24,9 @@
 //! decimal of a bijective 64-bit mix of `n`, padded or cut to the configured key size (32 B by
 //! default). YCSB hashes key numbers with FNV instead; a bijection keeps YCSB's effect (inserts arrive in
 //! uniformly random key order) and also guarantees that distinct key numbers give distinct keys.
-//! Values are bytes derived from the key number and a version, so any reader can check them.
+//! A value is the 16-byte description of its write (key number, version, a seal of both and the
+//! length) repeated to its length ([`value_of`]), so any reader can check it ([`described`]) and
+//! compact media keep it in a few bytes.
 //!
 //! Like YCSB, a workload with inserts draws zipfian key numbers over the loaded keys plus twice the
 //! expected inserts, and redraws any number not yet inserted.

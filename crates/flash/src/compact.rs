@@ -22,8 +22,8 @@
 //! ```
 //!
 //! A run is a stretch in which every byte equals the byte 16 before it, at least [`RUN_MIN`] bytes
-//! long, or [`FILL_MIN`] bytes if it is one byte repeated. Decoding checks every length against the
-//! slot and the encoding: a malformed encoding is an error, never wrong bytes.
+//! long, or more than [`FILL_MIN`] bytes if it is one byte repeated. Decoding checks every length
+//! against the slot and the encoding: a malformed encoding is an error, never wrong bytes.
 
 use crate::{Geometry, PageAddress};
 
