@@ -106,6 +106,12 @@ pub struct BenchResult {
     pub note: Option<String>,
     /// The simulator's own speed: requests per wall-clock second.
     pub sim_requests_per_wall_s: f64,
+    /// GETs whose value was not the write of its key the benchmark expected (any makes the run
+    /// fail: [`BenchReport::value_mismatch_error`]).
+    pub value_mismatches: u64,
+    /// What was wrong with the first of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_value_mismatch: Option<String>,
     /// Read-latency CDF points for the plots (not part of the JSON).
     #[serde(skip)]
     pub read_latency_cdf: Vec<(f64, f64)>,
@@ -139,6 +145,31 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
+    /// `Some(message)` if any run read a value that was not the one it expected: such a run
+    /// fails, after its figures are reported.
+    pub fn value_mismatch_error(&self) -> Option<String> {
+        let wrong: Vec<String> = self
+            .results
+            .iter()
+            .filter(|result| result.value_mismatches > 0)
+            .map(|result| {
+                format!(
+                    "{} {}: {} ({})",
+                    result.preset,
+                    result.workload,
+                    result.value_mismatches,
+                    result.first_value_mismatch.as_deref().unwrap_or("")
+                )
+            })
+            .collect();
+        (!wrong.is_empty()).then(|| {
+            format!(
+                "GETs returned values other than the ones written: {}",
+                wrong.join("; ")
+            )
+        })
+    }
+
     /// An empty report of a run on simulated flash.
     pub fn simulated(profile: &str, seed: u64) -> BenchReport {
         BenchReport {
@@ -247,6 +278,15 @@ impl BenchReport {
             );
             if let Some(note) = &result.note {
                 let _ = writeln!(out, "{:<17} note: {note}", "");
+            }
+            if result.value_mismatches > 0 {
+                let _ = writeln!(
+                    out,
+                    "{:<17} VALUE MISMATCHES: {} GETs returned another value than the one written; the first: {}",
+                    "",
+                    result.value_mismatches,
+                    result.first_value_mismatch.as_deref().unwrap_or("-")
+                );
             }
         }
         out

@@ -25,7 +25,7 @@ use kvssd_flash::{Counters, Purpose, SimTime};
 use crate::counts::{CountRecorder, GetReads};
 use crate::latency::{latency_windows, LatencyRecorder, LATENCY_WINDOWS};
 use crate::report::{BenchResult, PerRequest};
-use crate::workload::{key_of, value_of, Generator, Request, WorkloadSpec};
+use crate::workload::{described, key_of, value_of, Generator, Request, WorkloadSpec};
 
 /// Why a store refused a request.
 #[derive(Debug, thiserror::Error)]
@@ -140,7 +140,13 @@ pub fn run(
         config.operations,
         config.seed,
     );
-    let mut versions: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut values = Values {
+        versions: BTreeMap::new(),
+        loaded: config.loaded,
+        value_bytes: config.value_bytes,
+        mismatches: 0,
+        first_mismatch: None,
+    };
     let mut reads = LatencyRecorder::new();
     let mut writes = LatencyRecorder::new();
     let mut reads_per_query_max = 0u64;
@@ -175,14 +181,12 @@ pub fn run(
             Some(mut request) => {
                 let done = match request.rest.take() {
                     Some(Continuation::Write { number }) => {
-                        let version = versions.entry(number).or_insert(0);
-                        *version += 1;
-                        let value = value_of(number, *version, config.value_bytes);
+                        let value = values.next_update(number);
                         target.put(at, &key_of(number, config.key_bytes), &value)?
                     }
                     Some(Continuation::Gets { next, last }) => {
                         let (value, done) = target.get(at, &key_of(next, config.key_bytes))?;
-                        check_value(next, value.as_deref())?;
+                        values.check(next, value.as_deref())?;
                         if next + 1 < last {
                             request.rest = Some(Continuation::Gets {
                                 next: next + 1,
@@ -199,15 +203,16 @@ pub fn run(
                 Request::Read(number) => {
                     let key = key_of(number, config.key_bytes);
                     let (value, done) = target.get(at, &key)?;
-                    check_value(number, value.as_deref())?;
+                    values.check(number, value.as_deref())?;
                     let mut request = InFlight::new(at, true, 1);
                     request.point_get = true;
                     (request, done)
                 }
-                Request::Update(number) | Request::Insert(number) => {
-                    let version = versions.entry(number).or_insert(0);
-                    *version += 1;
-                    let value = value_of(number, *version, config.value_bytes);
+                request @ (Request::Update(number) | Request::Insert(number)) => {
+                    let value = match request {
+                        Request::Insert(_) => value_of(number, 1, config.value_bytes),
+                        _ => values.next_update(number),
+                    };
                     let done = target.put(at, &key_of(number, config.key_bytes), &value)?;
                     (InFlight::new(at, false, 0), done)
                 }
@@ -215,7 +220,7 @@ pub fn run(
                     // The write is issued when the read completes, as its own command.
                     let key = key_of(number, config.key_bytes);
                     let (value, done) = target.get(at, &key)?;
-                    check_value(number, value.as_deref())?;
+                    values.check(number, value.as_deref())?;
                     let mut request = InFlight::new(at, false, 1);
                     request.rest = Some(Continuation::Write { number });
                     (request, done)
@@ -234,7 +239,7 @@ pub fn run(
                             let mut done = at;
                             if start < last {
                                 let (value, got) = target.get(at, &key)?;
-                                check_value(start, value.as_deref())?;
+                                values.check(start, value.as_deref())?;
                                 done = got;
                                 if start + 1 < last {
                                     request.rest = Some(Continuation::Gets {
@@ -358,6 +363,8 @@ pub fn run(
         read_latency_cdf: reads.cdf_points(),
         waf_over_time,
         read_latency_over_time: latency_windows(&read_samples, start, finished_at, LATENCY_WINDOWS),
+        value_mismatches: values.mismatches,
+        first_value_mismatch: values.first_mismatch,
         ..BenchResult::default()
     };
     Ok(RunOutcome {
@@ -409,18 +416,68 @@ impl InFlight {
     }
 }
 
-/// A GET of an existing key must return that key's value: values carry their key number.
-fn check_value(number: u64, value: Option<&[u8]>) -> Result<(), TargetError> {
-    match value {
-        None => Err(TargetError::Failed(format!(
-            "key number {number} was written but a GET found nothing"
-        ))),
-        Some(value) if value.len() >= 8 && value[..8] != number.to_le_bytes() => {
-            Err(TargetError::Failed(format!(
-                "key number {number} returned the value of another key"
-            )))
+/// Which write of each key a GET must return, and the GETs that returned something else.
+struct Values {
+    /// Version of the latest write of each key this run updated. A key it inserted and never
+    /// updated is at version 1; one loaded before the run and not updated in it, at any version.
+    /// Inserts are not recorded, so that loading 44M keys costs no memory here.
+    versions: BTreeMap<u64, u64>,
+    /// Keys numbered below this were inserted before the run.
+    loaded: u64,
+    value_bytes: usize,
+    /// GETs whose value was not the expected write of their key.
+    mismatches: u64,
+    /// What was wrong with the first of them.
+    first_mismatch: Option<String>,
+}
+
+impl Values {
+    /// The value of the next update of `number`, recording its version.
+    fn next_update(&mut self, number: u64) -> Vec<u8> {
+        let version = self.versions.entry(number).or_insert(1);
+        *version += 1;
+        value_of(number, *version, self.value_bytes)
+    }
+
+    /// A GET of an existing key must return that key's value: its latest write when the run knows
+    /// it, some write of the key otherwise, at the run's value size. A GET that finds nothing stops
+    /// the run; any other wrong value is counted (the run's result reports it and fails).
+    fn check(&mut self, number: u64, value: Option<&[u8]>) -> Result<(), TargetError> {
+        let Some(value) = value else {
+            return Err(TargetError::Failed(format!(
+                "key number {number} was written but a GET found nothing"
+            )));
+        };
+        let expected_version = match self.versions.get(&number) {
+            Some(&version) => Some(version as u32),
+            None if number >= self.loaded => Some(1),
+            None => None,
+        };
+        let wrong = match described(value) {
+            _ if value.len() != self.value_bytes => Some(format!(
+                "{} bytes instead of {}",
+                value.len(),
+                self.value_bytes
+            )),
+            None => Some("bytes that are not a value the benchmark writes".to_string()),
+            Some(found) if found.number != number => {
+                Some(format!("the value of key number {}", found.number))
+            }
+            Some(found) if expected_version.is_some_and(|version| version != found.version) => {
+                Some(format!(
+                    "version {} instead of {}",
+                    found.version,
+                    expected_version.unwrap_or_default()
+                ))
+            }
+            Some(_) => None,
+        };
+        if let Some(wrong) = wrong {
+            self.mismatches += 1;
+            self.first_mismatch
+                .get_or_insert_with(|| format!("a GET of key number {number} returned {wrong}"));
         }
-        Some(_) => Ok(()),
+        Ok(())
     }
 }
 
@@ -605,6 +662,62 @@ mod tests {
         run(&mut scanning, &config("load", 0, 300, 8), 0, &mut |_| {}).expect("load");
         let native = run(&mut scanning, &config("e", 300, 200, 4), start, &mut |_| {}).expect("e");
         assert!(native.result.note.is_none());
+    }
+
+    #[test]
+    fn runner_counts_values_that_are_not_the_write_expected() {
+        let mut store = PagePerKey::new(true);
+        run(&mut store, &config("load", 0, 100, 4), 0, &mut |_| {}).expect("load");
+        // Key 1 now reads key 2's value, key 3 a value with one byte changed.
+        let page_two = store.pages[&key_of(2, 16)];
+        store.pages.insert(key_of(1, 16), page_two);
+        let mut damaged = value_of(3, 1, 100);
+        damaged[50] ^= 1;
+        store.put(0, &key_of(3, 16), &damaged).expect("put");
+        let start = store.flash.quiescent_at();
+        let outcome = run(&mut store, &config("c", 100, 3_000, 1), start, &mut |_| {})
+            .expect("a wrong value is counted, not fatal");
+        let result = outcome.result;
+        assert!(result.value_mismatches >= 2, "{}", result.value_mismatches);
+        let first = result.first_value_mismatch.clone().expect("described");
+        assert!(
+            first.contains("key number 1 returned the value of key number 2")
+                || first.contains("key number 3 returned bytes that are not"),
+            "{first}"
+        );
+        let json = serde_json::to_value(&result).expect("json");
+        assert_eq!(json["value_mismatches"], result.value_mismatches);
+        let mut report = crate::report::BenchReport::simulated("test", 5);
+        report.results.push(result);
+        assert!(report.table().contains("VALUE MISMATCHES"));
+        let error = report.value_mismatch_error().expect("the run fails");
+        assert!(error.contains("page-per-key c"), "{error}");
+    }
+
+    #[test]
+    fn runner_expects_the_latest_write_of_keys_it_wrote() {
+        let mut values = Values {
+            versions: BTreeMap::new(),
+            loaded: 10,
+            value_bytes: 64,
+            mismatches: 0,
+            first_mismatch: None,
+        };
+        // Loaded before the run: any write of the key will do.
+        values.check(4, Some(&value_of(4, 9, 64))).expect("check");
+        // Inserted by the run: its first write.
+        values.check(12, Some(&value_of(12, 1, 64))).expect("check");
+        assert_eq!(values.mismatches, 0);
+        values.check(12, Some(&value_of(12, 2, 64))).expect("check");
+        assert_eq!(values.mismatches, 1);
+        // Updated by the run: its latest write, not an earlier one.
+        let latest = values.next_update(4);
+        values.check(4, Some(&latest)).expect("check");
+        assert_eq!(values.mismatches, 1);
+        values.check(4, Some(&value_of(4, 9, 64))).expect("check");
+        values.check(4, Some(&latest[..32])).expect("check");
+        assert_eq!(values.mismatches, 3);
+        assert!(values.check(4, None).is_err(), "a lost write stops the run");
     }
 
     #[test]

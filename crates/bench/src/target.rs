@@ -27,15 +27,19 @@ fn failed(error: DeviceError) -> TargetError {
 }
 
 impl DeviceTarget {
-    /// A fresh device of `profile` in power-loss protection mode with one namespace of the preset
-    /// named `preset`.
+    /// A fresh device of `profile` (on its media) in power-loss protection mode with one namespace
+    /// of the preset named `preset`.
     pub fn open(profile: &BenchProfile, preset: &str) -> Result<DeviceTarget, String> {
         let kind: PresetKind = preset
             .parse()
             .map_err(|error: EngineError| error.to_string())?;
         let cannot = |error: String| format!("cannot open a {preset} device: {error}");
-        let flash = Flash::new(profile.flash.geometry, Some(profile.flash.timing.clone()))
-            .map_err(|error| cannot(error.to_string()))?;
+        let flash = Flash::new_on(
+            &profile.media,
+            profile.flash.geometry,
+            Some(profile.flash.timing.clone()),
+        )
+        .map_err(|error| cannot(error.to_string()))?;
         let config = profile.device_config(kind, Durability::PowerLossProtection);
         let device = Device::open(flash, config).map_err(|error| cannot(error.to_string()))?;
         let namespace = device

@@ -24,7 +24,9 @@
 //! decimal of a bijective 64-bit mix of `n`, padded or cut to the configured key size (32 B by
 //! default). YCSB hashes key numbers with FNV instead; a bijection keeps YCSB's effect (inserts arrive in
 //! uniformly random key order) and also guarantees that distinct key numbers give distinct keys.
-//! Values are bytes derived from the key number and a version, so any reader can check them.
+//! A value is the 16-byte description of its write (key number, version, a seal of both and the
+//! length) repeated to its length ([`value_of`]), so any reader can check it ([`described`]) and
+//! compact media keep it in a few bytes.
 //!
 //! Like YCSB, a workload with inserts draws zipfian key numbers over the loaded keys plus twice the
 //! expected inserts, and redraws any number not yet inserted.
@@ -224,22 +226,68 @@ pub fn key_of(number: u64, key_bytes: usize) -> Vec<u8> {
     key
 }
 
-/// The value written for key number `number` at `version`, `value_bytes` long: a header of the two
-/// numbers followed by bytes derived from them, so a reader can tell which write it sees.
+/// Bytes of a value's description (see [`value_of`]).
+pub const DESCRIPTION_BYTES: usize = 16;
+
+/// The seal of a description: binds the key number, version and length, so that a value of
+/// another write, or of another length, or cut or damaged bytes, do not pass for this one.
+fn seal(number: u64, version: u32, value_bytes: usize) -> u32 {
+    mix64(mix64(number ^ u64::from(version).rotate_left(32)) ^ value_bytes as u64) as u32
+}
+
+/// The 16-byte description of write `version` of key number `number` with a `value_bytes` value:
+/// the key number (u64), the version's low 32 bits (u32) and a seal of the three (u32), little-endian.
+pub fn description_of(number: u64, version: u64, value_bytes: usize) -> [u8; DESCRIPTION_BYTES] {
+    let version = version as u32;
+    let mut description = [0u8; DESCRIPTION_BYTES];
+    description[..8].copy_from_slice(&number.to_le_bytes());
+    description[8..12].copy_from_slice(&version.to_le_bytes());
+    description[12..].copy_from_slice(&seal(number, version, value_bytes).to_le_bytes());
+    description
+}
+
+/// The value written for key number `number` at `version`, `value_bytes` long: its description
+/// ([`description_of`]) repeated to its length (and cut there), so a reader can tell which write it
+/// sees, and compact media ([`kvssd_flash::MediaKind::Compact`]) keep it in a few bytes however long
+/// it is. Values differ per key, version and length.
 pub fn value_of(number: u64, version: u64, value_bytes: usize) -> Vec<u8> {
-    let mut value = Vec::with_capacity(value_bytes);
-    let mut state = mix64(number ^ version.rotate_left(32));
-    let mut header = [0u8; 16];
-    header[..8].copy_from_slice(&number.to_le_bytes());
-    header[8..].copy_from_slice(&version.to_le_bytes());
-    value.extend_from_slice(&header[..value_bytes.min(16)]);
-    while value.len() < value_bytes {
-        state = mix64(state);
-        let bytes = state.to_le_bytes();
-        let take = (value_bytes - value.len()).min(8);
-        value.extend_from_slice(&bytes[..take]);
+    let description = description_of(number, version, value_bytes);
+    description
+        .iter()
+        .cycle()
+        .take(value_bytes)
+        .copied()
+        .collect()
+}
+
+/// What a value read back says about itself: the write it is, if it is exactly the value
+/// [`value_of`] gives for its key number, version and length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Described {
+    /// Key number.
+    pub number: u64,
+    /// Version (its low 32 bits).
+    pub version: u32,
+}
+
+/// Reads a value's description and checks the whole value against it: `None` if the value is not
+/// one [`value_of`] writes (too short to carry a description, a wrong seal, or any byte differing).
+pub fn described(value: &[u8]) -> Option<Described> {
+    let description = value.get(..DESCRIPTION_BYTES)?;
+    let word = |range: std::ops::Range<usize>| -> Option<u64> {
+        let mut bytes = [0u8; 8];
+        bytes[..range.len()].copy_from_slice(description.get(range)?);
+        Some(u64::from_le_bytes(bytes))
+    };
+    let number = word(0..8)?;
+    let version = word(8..12)? as u32;
+    if word(12..16)? as u32 != seal(number, version, value.len()) {
+        return None;
     }
-    value
+    let repeats = value
+        .chunks(DESCRIPTION_BYTES)
+        .all(|chunk| chunk == &description[..chunk.len()]);
+    repeats.then_some(Described { number, version })
 }
 
 /// Draws the requests of one workload run.
@@ -346,11 +394,33 @@ mod tests {
         let value = value_of(42, 3, 1024);
         assert_eq!(value.len(), 1024);
         assert_eq!(&value[..8], &42u64.to_le_bytes());
-        assert_eq!(&value[8..16], &3u64.to_le_bytes());
+        assert_eq!(&value[8..12], &3u32.to_le_bytes());
         assert_ne!(value, value_of(42, 4, 1024));
+        assert_ne!(value[..1000], value_of(42, 3, 1000));
         assert_eq!(value, value_of(42, 3, 1024));
         assert_eq!(value_of(1, 1, 5).len(), 5);
         assert!(value_of(1, 1, 0).is_empty());
+        assert!(
+            kvssd_flash::is_periodic(&value),
+            "compact media keep it small"
+        );
+        assert_eq!(
+            described(&value),
+            Some(Described {
+                number: 42,
+                version: 3
+            })
+        );
+        assert_eq!(described(&value_of(7, 1, 16)).map(|d| d.number), Some(7));
+        // Any other bytes are not a description: another length, a changed byte, a short value.
+        assert_eq!(described(&value[..1000]), None);
+        let mut damaged = value.clone();
+        damaged[700] ^= 1;
+        assert_eq!(described(&damaged), None);
+        damaged[700] ^= 1;
+        damaged[12] ^= 1;
+        assert_eq!(described(&damaged), None);
+        assert_eq!(described(&value[..15]), None);
     }
 
     #[test]

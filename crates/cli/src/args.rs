@@ -139,6 +139,11 @@ pub(crate) struct GcArgs {
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
+    /// Where the simulated flash keeps its pages: ram (every page's bytes) or compact (values as
+    /// their 16-byte descriptions, pages freed on erase: the same figures in a fraction of the
+    /// memory). Default: compact on the paper profile, ram otherwise.
+    #[arg(long, value_parser = parse_media)]
+    pub(crate) media: Option<kvssd_flash::MediaKind>,
     /// How the simulated controller runs its work: threads (PinK's prototype: a request thread,
     /// flush, compaction and GC as background jobs issued one operation per die at a time;
     /// docs/design.md, "The controller: threads and background work") or interchangeable (the
@@ -177,6 +182,11 @@ pub(crate) struct YcsbArgs {
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
+    /// Where the simulated flash keeps its pages: ram (every page's bytes) or compact (values as
+    /// their 16-byte descriptions, pages freed on erase: the same figures in a fraction of the
+    /// memory). Default: compact on the paper profile, ram otherwise.
+    #[arg(long, value_parser = parse_media)]
+    pub(crate) media: Option<kvssd_flash::MediaKind>,
     /// How the simulated controller runs its work: threads (PinK's prototype: a request thread,
     /// flush, compaction and GC as background jobs issued one operation per die at a time;
     /// docs/design.md, "The controller: threads and background work") or interchangeable (the
@@ -372,6 +382,14 @@ pub(crate) fn parse_pattern(name: &str) -> Result<Pattern, String> {
             Pattern::NAMES.join(", ")
         )
     })
+}
+
+pub(crate) fn parse_media(name: &str) -> Result<kvssd_flash::MediaKind, String> {
+    match name {
+        "ram" => Ok(kvssd_flash::MediaKind::Ram),
+        "compact" => Ok(kvssd_flash::MediaKind::Compact),
+        _ => Err("unknown media (expected ram or compact)".to_string()),
+    }
 }
 
 pub(crate) fn parse_profile(name: &str) -> Result<Profile, String> {

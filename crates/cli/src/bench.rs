@@ -15,6 +15,9 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         Err(code) => return code,
     };
     profile.flash.timing.controller = args.controller;
+    if let Some(media) = args.media {
+        profile.media = media;
+    }
     if let Some(records) = args.records {
         profile.records = records;
     }
@@ -46,9 +49,10 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
     }
     let workload_names: Vec<&str> = config.workloads.iter().map(|spec| spec.name).collect();
     eprintln!(
-        "kvssd bench ycsb: profile {} [{}, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, scans up to {} records, controller {}, seed {} (simulated time)",
+        "kvssd bench ycsb: profile {} [{}, {} media, L0 {} KiB, L1 {} entries], {} records of {} B keys and {} B values, {} requests per workload, {} clients, presets {}, workloads {}, scans up to {} records, controller {}, seed {} (simulated time)",
         config.profile.name,
         config.profile.flash.geometry,
+        media_name(&config.profile.media),
         config.profile.l0_bytes >> 10,
         config.profile.l1_entries,
         config.profile.records,
@@ -146,6 +150,14 @@ fn lsm_presets_only(presets: &[String], what: &str) -> Result<(), ExitCode> {
             Err(ExitCode::from(2))
         }
         None => Ok(()),
+    }
+}
+
+/// The media's name as `--media` takes it.
+fn media_name(media: &kvssd_flash::MediaKind) -> &'static str {
+    match media {
+        kvssd_flash::MediaKind::Compact => "compact",
+        _ => "ram",
     }
 }
 
@@ -249,6 +261,9 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
     if let Some(records) = args.records {
         profile.records = records;
     }
+    if let Some(media) = args.media {
+        profile.media = media;
+    }
     let controller = args.controller;
     profile.flash.timing.controller = controller;
     let overwrites = args
@@ -261,9 +276,10 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
         profile,
     };
     eprintln!(
-        "kvssd bench gc: profile {} [{}, L0 {} KiB, L1 {} entries], {} records, then {} uniformly random overwrites, presets {}, controller {}, seed {} (simulated time)",
+        "kvssd bench gc: profile {} [{}, {} media, L0 {} KiB, L1 {} entries], {} records, then {} uniformly random overwrites, presets {}, controller {}, seed {} (simulated time)",
         config.profile.name,
         config.profile.flash.geometry,
+        media_name(&config.profile.media),
         config.profile.l0_bytes >> 10,
         config.profile.l1_entries,
         config.profile.records,
@@ -643,6 +659,11 @@ fn write_outputs_as(
         if !plots_written(shown.write_plots(directory), directory) {
             return ExitCode::FAILURE;
         }
+    }
+    // The figures and JSON are written first, so a failed run can be looked into.
+    if let Some(error) = report.value_mismatch_error() {
+        eprintln!("kvssd: {error}");
+        return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS
 }

@@ -31,6 +31,8 @@ fn cli_bad_arguments_give_one_line_and_exit_code_2() {
         &["bench", "gc", "--presets", "bad"],
         &["bench", "gc", "--blocks-per-die", "1"],
         &["bench", "ycsb", "--blocks-per-die", "0"],
+        &["bench", "ycsb", "--media", "tape"],
+        &["bench", "gc", "--media", "disk"],
         &["bench", "seek", "--prefetch", "100"],
         &["bench", "ycsb", "--heights", "1"],
         &[

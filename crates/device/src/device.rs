@@ -44,6 +44,8 @@ pub(crate) struct Core {
     space: Space,
     config: DeviceConfig,
     value_bytes_max: usize,
+    /// On compact media, values must repeat their first 16 bytes ([`kvssd_flash::is_periodic`]).
+    periodic_values_only: bool,
     namespaces: BTreeMap<u32, Namespace>,
     next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
@@ -103,10 +105,12 @@ impl Core {
             .engine
             .value_bytes_max(space.geometry())
             .min(VALUE_BYTES_MAX);
+        let periodic_values_only = space.flash().media_kind() == kvssd_flash::MediaKind::Compact;
         Core {
             space,
             config,
             value_bytes_max,
+            periodic_values_only,
             namespaces: BTreeMap::new(),
             next_namespace: 1,
             iterators: BTreeMap::new(),

@@ -30,6 +30,16 @@ pub enum DeviceError {
         /// The limit.
         max: usize,
     },
+    /// On compact media (the benchmarks' full-size runs), a value that does not repeat its first
+    /// 16 bytes to its end: such media keep only values that describe themselves.
+    #[error(
+        "the value ({len} bytes) does not repeat its first 16 bytes: compact media take only \
+         values that are a 16-byte description repeated to their length (use ram media for others)"
+    )]
+    ValueNotPeriodic {
+        /// Its length.
+        len: usize,
+    },
     /// No namespace has this id (never created, or deleted).
     #[error("namespace {0} does not exist")]
     NamespaceUnknown(NamespaceId),

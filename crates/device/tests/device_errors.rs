@@ -10,7 +10,7 @@ use kvssd_device::{
     NamespaceSpec, StoreMode, ITERATORS_OPEN_MAX, KEY_BYTES_MAX, SCAN_PAIRS_MAX,
 };
 use kvssd_engine::Preset;
-use kvssd_flash::{Flash, Profile};
+use kvssd_flash::{Flash, MediaKind, Profile};
 
 const KEYS: [&[u8]; 4] = [b"apple", b"banana", b"cherry", b"date"];
 
@@ -25,8 +25,12 @@ type Fingerprint = (Vec<Option<Vec<u8>>>, Vec<(u64, u64, u64)>, u64, u64);
 
 impl Fixture {
     fn new() -> Fixture {
+        Fixture::on(&MediaKind::Ram)
+    }
+
+    fn on(media: &MediaKind) -> Fixture {
         let profile = Profile::test_min();
-        let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+        let flash = Flash::new_on(media, profile.geometry, Some(profile.timing)).expect("flash");
         let device = Device::open(flash, DeviceConfig::test_min()).expect("device");
         let pink = device
             .create_namespace(NamespaceSpec::new(Preset::Pink))
@@ -168,6 +172,36 @@ fn device_errors_value_over_the_limit() {
         |device, at| device.store(at, pink, b"apple", &value, StoreMode::Upsert).map(drop),
         |error| matches!(error, DeviceError::ValueTooLarge { len, max: limit } if *len == max + 1 && *limit == max),
     );
+}
+
+#[test]
+fn device_errors_value_not_periodic_on_compact_media() {
+    let mut fixture = Fixture::on(&MediaKind::Compact);
+    let pink = fixture.pink;
+    let description: Vec<u8> = (0..16).collect();
+    let mut value: Vec<u8> = description.iter().cycle().take(1000).copied().collect();
+    let now = fixture
+        .device
+        .store(fixture.now, pink, b"fig", &value, StoreMode::Upsert)
+        .expect("a description repeated to its length is taken");
+    fixture.now = now;
+    value[999] ^= 1;
+    fixture.refused(
+        |device, at| {
+            device
+                .store(at, pink, b"apple", &value, StoreMode::Upsert)
+                .map(drop)
+        },
+        |error| {
+            matches!(error, DeviceError::ValueNotPeriodic { len } if *len == 1000)
+                && error.to_string().contains("compact media")
+        },
+    );
+    // Ram media take any value.
+    let ram = Fixture::new();
+    ram.device
+        .store(ram.now, ram.pink, b"apple", &value, StoreMode::Upsert)
+        .expect("ram media take any value");
 }
 
 #[test]

@@ -49,6 +49,23 @@ pub enum FlashError {
         /// The page.
         page: PageAddress,
     },
+    /// The compact media's encoding of a page cannot be decoded (it is never returned as data).
+    #[error("{page} cannot be read from the compact media: {what}")]
+    MediaMalformed {
+        /// The page.
+        page: PageAddress,
+        /// What is wrong with its encoding.
+        what: &'static str,
+    },
+    /// A read of a page whose bytes the compact media discarded ([`crate::Flash::discard`]): the
+    /// layer above said nothing would read it again.
+    #[error("{page} was discarded: its bytes are no longer kept (compact media)")]
+    Discarded {
+        /// The page.
+        page: PageAddress,
+        /// Simulated time at which the read completed (it took its time as on any media).
+        done_at: crate::SimTime,
+    },
     /// Power is cut: nothing runs until it is restored.
     #[error("power is cut: no flash operation runs until power is restored")]
     PowerCut,

@@ -3,8 +3,9 @@
 use std::path::Path;
 
 use crate::background::{JobId, Lane};
+use crate::compact::CompactMedia;
 use crate::fault::{Faults, InFlight};
-use crate::media::{FileMedia, Media, RamMedia};
+use crate::media::{FileMedia, Media, RamMedia, ReadFailure};
 use crate::timing::{Busy, Timeline};
 use crate::{
     BlockAddress, Counters, FaultConfig, FlashError, Geometry, MediaKind, PageAddress, Purpose,
@@ -47,7 +48,9 @@ struct BlockState {
 /// model's own fault injection, so a read verifies the checksum whenever damage is possible — the page
 /// was torn by a power cut, or faults are being injected — and otherwise trusts memory, which keeps
 /// simulated reads close to the speed of a memory copy. [`Flash::set_verify_every_read`] turns
-/// verification of every read on for ram media too.
+/// verification of every read on for ram media too. On compact media every read verifies it, so
+/// that a fault of the encoding could never return wrong bytes as good (it costs a CRC of the page,
+/// next to decoding it).
 ///
 /// # Thread safety
 /// `Flash` is `Send` but takes `&mut self` for every operation; the layers above serialise access.
@@ -73,6 +76,26 @@ impl Flash {
         let media = Media::Ram(RamMedia::new(&geometry));
         let blocks = vec![BlockState::default(); geometry.blocks_total() as usize];
         Ok(Flash::assemble(geometry, timing, media, blocks, 0))
+    }
+
+    /// A new, fully erased array on `media`: [`Flash::new`] for [`MediaKind::Ram`], the compact
+    /// encoding for [`MediaKind::Compact`], [`Flash::create`] for a [`MediaKind::File`]. Timing,
+    /// counters and rules are the same on every media.
+    pub fn new_on(
+        media: &MediaKind,
+        geometry: Geometry,
+        timing: Option<TimingProfile>,
+    ) -> Result<Flash> {
+        match media {
+            MediaKind::Ram => Flash::new(geometry, timing),
+            MediaKind::Compact => {
+                geometry.validate()?;
+                let media = Media::Compact(CompactMedia::new(&geometry));
+                let blocks = vec![BlockState::default(); geometry.blocks_total() as usize];
+                Ok(Flash::assemble(geometry, timing, media, blocks, 0))
+            }
+            MediaKind::File(path) => Flash::create(path, geometry, timing),
+        }
     }
 
     /// Formats a file or block device at `path` as a new, fully erased array.
@@ -136,7 +159,7 @@ impl Flash {
         next_sequence: u64,
     ) -> Flash {
         Flash {
-            verify_every_read: matches!(media, Media::File(_)),
+            verify_every_read: matches!(media, Media::File(_) | Media::Compact(_)),
             torn_pages: std::collections::BTreeSet::new(),
             timeline: timing.map(|profile| Timeline::new(profile, &geometry)),
             oob_scratch: vec![0u8; geometry.oob_bytes as usize],
@@ -164,14 +187,22 @@ impl Flash {
     pub fn media_kind(&self) -> MediaKind {
         match &self.media {
             Media::Ram(_) => MediaKind::Ram,
+            Media::Compact(_) => MediaKind::Compact,
             Media::File(file) => MediaKind::File(file.path().to_path_buf()),
         }
     }
 
+    /// Bytes of page content the media hold in memory now: every block ever programmed on ram
+    /// media, the encodings of the pages programmed since their blocks' last erase on compact
+    /// media, nothing on file media.
+    pub fn media_bytes(&self) -> u64 {
+        self.media.held_bytes()
+    }
+
     /// Verify the checksum of every read, not only of reads that a fault may have touched. Always on
-    /// for file media; off by default for ram media (see "Checksums" above).
+    /// for file and compact media; off by default for ram media (see "Checksums" above).
     pub fn set_verify_every_read(&mut self, verify: bool) {
-        self.verify_every_read = verify || matches!(self.media, Media::File(_));
+        self.verify_every_read = verify || matches!(self.media, Media::File(_) | Media::Compact(_));
     }
 
     /// Whether every read verifies its page checksum.
@@ -356,13 +387,24 @@ impl Flash {
             return Err(FlashError::PowerCut);
         }
         let index = self.geometry.page_index(page);
-        self.media.read(index, data, &mut self.oob_scratch)?;
+        let discarded = match self
+            .media
+            .read(index, data, &mut self.oob_scratch, &self.geometry)
+        {
+            Ok(()) => false,
+            Err(ReadFailure::Discarded) => true,
+            Err(ReadFailure::Error(error)) => return Err(error),
+        };
         let done_at = match &mut self.timeline {
             Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
             None => at,
         };
         self.counters
             .record_read(purpose, u64::from(self.geometry.page_bytes));
+        if discarded {
+            // The read took its time as on any media; only its bytes are gone.
+            return Err(FlashError::Discarded { page, done_at });
+        }
         let faults_active = !self.faults.is_quiet();
         if faults_active {
             let bits = (data.len() + self.oob_scratch.len()) as u64 * 8;
@@ -469,6 +511,20 @@ impl Flash {
             Some(timeline) => timeline.program(at, page.die, u64::from(self.geometry.page_bytes)),
             None => at,
         })
+    }
+
+    /// Tells the media that nothing will read programmed page `page` again before its block is
+    /// erased (the layer above no longer references it, and no snapshot or durable state can
+    /// reach it). Compact media free its bytes, and a later read of it, which still takes its
+    /// time and is counted, fails with [`FlashError::Discarded`]; other media keep the page as it
+    /// is. Not a NAND operation: it takes no time and changes no counter. Returns whether bytes
+    /// were freed.
+    pub fn discard(&mut self, page: PageAddress) -> Result<bool> {
+        let slot = self.page_slot(page)?;
+        if page.page >= self.blocks[slot].next_page {
+            return Err(FlashError::ReadErased { page });
+        }
+        Ok(self.media.discard(self.geometry.page_index(page)))
     }
 
     /// Erases a whole block issued at `at`; returns when the erase completes.

@@ -5,7 +5,8 @@
 //!   schedules every operation on a virtual clock ([`TimingProfile`]), counts every operation by
 //!   [`Purpose`] ([`Counters`]) and injects faults deterministically ([`FaultConfig`]).
 //! * [`Flash::read_retrying`]: the one read-retry policy ([`READ_ATTEMPTS_MAX`]) for every layer.
-//! * Media: in memory, or a file or block device that survives close and reopen ([`MediaKind`]).
+//! * Media: in memory (as is, or compact: runs of a repeating 16-byte pattern kept as the pattern),
+//!   or a file or block device that survives close and reopen ([`MediaKind`]).
 //! * [`Profile`]: named geometry and timing pairs (`pink`, `test_min`).
 //!
 //! ```
@@ -26,6 +27,7 @@
 
 mod background;
 pub mod codec;
+mod compact;
 mod counters;
 mod error;
 mod fault;
@@ -39,6 +41,7 @@ mod retry;
 pub mod timing;
 
 pub use background::{JobId, Lane};
+pub use compact::{is_periodic, PATTERN_BYTES};
 pub use counters::{Counters, OperationCounts, Purpose};
 pub use error::{FlashError, Result};
 pub use fault::FaultConfig;

@@ -1,5 +1,5 @@
-//! Where page bytes live: in memory ([`MediaKind::Ram`]) or in a file or block device
-//! ([`MediaKind::File`]).
+//! Where page bytes live: in memory ([`MediaKind::Ram`]), in memory encoded
+//! ([`MediaKind::Compact`], see `compact.rs`) or in a file or block device ([`MediaKind::File`]).
 //!
 //! Media store raw page slots (payload plus the whole OOB area, trailer included) and per-block erase
 //! counts. They enforce nothing: the NAND rules, checksums, timing and faults live in [`crate::Flash`],
@@ -33,6 +33,7 @@ use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::compact::{CompactMedia, Unreadable};
 use crate::{FlashError, Geometry, Result};
 
 /// The image format version this build writes and reads.
@@ -46,24 +47,72 @@ const HEADER_CHECKED_BYTES: usize = 68;
 pub enum MediaKind {
     /// In memory; gone when the device is dropped. Blocks are allocated when first programmed.
     Ram,
+    /// In memory, each page in an encoding that keeps runs of a repeating 16-byte pattern as the
+    /// pattern (values that describe themselves cost a few bytes), a block's pages freed when it
+    /// is erased. Reads return exactly the bytes programmed, as on [`MediaKind::Ram`].
+    Compact,
     /// A regular file or a block device, laid out as the module docs describe.
     File(PathBuf),
 }
 
+impl MediaKind {
+    /// Whether the pages are gone when the device is dropped (nothing to sync).
+    pub fn is_volatile(&self) -> bool {
+        !matches!(self, MediaKind::File(_))
+    }
+}
+
 pub(crate) enum Media {
     Ram(RamMedia),
+    Compact(CompactMedia),
     File(FileMedia),
+}
+
+fn malformed((page, what): (crate::PageAddress, &'static str)) -> FlashError {
+    FlashError::MediaMalformed { page, what }
+}
+
+/// Why [`Media::read`] returned no bytes.
+pub(crate) enum ReadFailure {
+    /// The page's bytes were discarded ([`Media::discard`]); the read itself happened.
+    Discarded,
+    /// Anything else.
+    Error(FlashError),
 }
 
 impl Media {
     /// Copies page `index`'s payload into `data` and its whole OOB area into `oob`.
-    pub(crate) fn read(&mut self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
+    pub(crate) fn read(
+        &mut self,
+        index: u64,
+        data: &mut [u8],
+        oob: &mut [u8],
+        geometry: &Geometry,
+    ) -> std::result::Result<(), ReadFailure> {
         match self {
             Media::Ram(ram) => {
                 ram.read(index, data, oob);
                 Ok(())
             }
-            Media::File(file) => file.read(index, data, oob),
+            Media::Compact(compact) => {
+                compact
+                    .read(index, data, oob)
+                    .map_err(|failure| match failure {
+                        Unreadable::Discarded => ReadFailure::Discarded,
+                        Unreadable::Malformed(what) => {
+                            ReadFailure::Error(malformed((geometry.page_at(index), what)))
+                        }
+                    })
+            }
+            Media::File(file) => file.read(index, data, oob).map_err(ReadFailure::Error),
+        }
+    }
+
+    /// Drops the bytes of page `index` where the media can (compact media); returns whether it did.
+    pub(crate) fn discard(&mut self, index: u64) -> bool {
+        match self {
+            Media::Compact(compact) => compact.discard(index),
+            Media::Ram(_) | Media::File(_) => false,
         }
     }
 
@@ -73,6 +122,7 @@ impl Media {
                 ram.write(index, data, oob);
                 Ok(())
             }
+            Media::Compact(compact) => compact.write(index, data, oob).map_err(malformed),
             Media::File(file) => file.write(index, data, oob),
         }
     }
@@ -80,13 +130,26 @@ impl Media {
     pub(crate) fn erase(&mut self, block_index: u64, erase_count: u32) -> Result<()> {
         match self {
             Media::Ram(_) => Ok(()),
+            Media::Compact(compact) => {
+                compact.erase(block_index);
+                Ok(())
+            }
             Media::File(file) => file.erase(block_index, erase_count),
+        }
+    }
+
+    /// Bytes of page content held in memory (none for file media).
+    pub(crate) fn held_bytes(&self) -> u64 {
+        match self {
+            Media::Ram(ram) => ram.held_bytes(),
+            Media::Compact(compact) => compact.stored_bytes(),
+            Media::File(_) => 0,
         }
     }
 
     pub(crate) fn sync(&mut self) -> Result<()> {
         match self {
-            Media::Ram(_) => Ok(()),
+            Media::Ram(_) | Media::Compact(_) => Ok(()),
             Media::File(file) => file
                 .file
                 .sync_data()
@@ -112,6 +175,11 @@ impl RamMedia {
             pages_per_block: u64::from(geometry.pages_per_block),
             blocks: (0..geometry.blocks_total()).map(|_| None).collect(),
         }
+    }
+
+    fn held_bytes(&self) -> u64 {
+        let block_bytes = self.slot_bytes as u64 * self.pages_per_block;
+        self.blocks.iter().filter(|block| block.is_some()).count() as u64 * block_bytes
     }
 
     fn slot(&self, index: u64) -> (usize, usize) {

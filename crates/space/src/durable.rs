@@ -123,6 +123,12 @@ impl Space {
         self.durable.durable_allocations = self.allocations;
     }
 
+    /// The allocation counter when the latest durable checkpoint was written: blocks allocated
+    /// before it may hold pages that checkpoint reaches.
+    pub(crate) fn durable_allocations(&self) -> u64 {
+        self.durable.durable_allocations
+    }
+
     pub(crate) fn before_erase(&mut self, at: SimTime, block: u64) -> Result<SimTime> {
         let allocated = self
             .blocks

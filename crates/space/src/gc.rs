@@ -7,7 +7,7 @@ use crate::{
     Stream, Victim, VictimRecord, LARGE_HEADER_BYTES, OOB_KIND_DATA, OOB_KIND_LARGE, OOB_KIND_META,
     RECORD_HEADER_BYTES,
 };
-use kvssd_flash::{Purpose, SimTime};
+use kvssd_flash::{FlashError, Purpose, SimTime};
 
 impl Space {
     /// The block GC should collect next, or `None` if no closed block has anything to reclaim.
@@ -110,9 +110,18 @@ impl Space {
         for page_in_block in 0..per_block {
             let page = PageIndex(block * per_block + page_in_block);
             let address = self.page_address(page)?;
-            let read = self
+            let read = match self
                 .flash
-                .read_retrying(at, address, Purpose::Gc, &mut data, &mut oob)?;
+                .read_retrying(at, address, Purpose::Gc, &mut data, &mut oob)
+            {
+                // A meta page discarded when it was invalidated: read (and timed) like any
+                // other, and not live.
+                Err(FlashError::Discarded { done_at, .. }) if stream == Stream::Meta => {
+                    done = done.max(done_at);
+                    continue;
+                }
+                other => other?,
+            };
             done = done.max(read.done_at);
             match (stream, oob[0]) {
                 (Stream::Meta, OOB_KIND_META) => meta.push((page, data.clone())),

@@ -62,9 +62,21 @@ impl Space {
         Ok(self.geometry.page_at(page.0))
     }
 
-    /// Reports that a meta page is no longer referenced.
+    /// Reports that a meta page is no longer referenced. If no reader can reach it any more (no
+    /// live snapshot protects its block, and no durable checkpoint predates the block), the flash
+    /// is told to discard it ([`kvssd_flash::Flash::discard`]): compact media free its bytes.
+    /// GC still reads it with its block, at the same cost, and skips it.
     pub fn invalidate_meta(&mut self, page: PageIndex) {
         self.invalidate_meta_bytes(page, u64::from(self.geometry.page_bytes));
+        let block = page.0 / u64::from(self.geometry.pages_per_block);
+        let unreachable = self.blocks.get(block as usize).is_some_and(|info| {
+            info.usage == BlockUse::Used(Stream::Meta)
+                && info.allocated >= self.durable_allocations()
+        }) && !self.is_protected(block);
+        if unreachable {
+            // A page the flash cannot find is simply not discarded: this is only a hint.
+            let _ = self.flash.discard(self.geometry.page_at(page.0));
+        }
     }
 
     /// Reports that `bytes` of meta page `page` are no longer referenced: for an index that packs

@@ -298,3 +298,74 @@ fn space_blocks_needed_bound_is_never_below_the_exact_count() {
             .expect("meta");
     }
 }
+
+#[test]
+fn space_invalidated_meta_pages_are_discarded_unless_a_snapshot_reaches_them() {
+    let profile = Profile::test_min();
+    let flash = Flash::new_on(
+        &kvssd_flash::MediaKind::Compact,
+        profile.geometry,
+        Some(profile.timing),
+    )
+    .expect("flash");
+    let mut config = SpaceConfig::for_geometry(&profile.geometry);
+    config.logs = 1;
+    config.gc_reserve_blocks = 4;
+    let mut space = Space::open(flash, config).expect("space");
+    let page_bytes = profile.geometry.page_bytes as usize;
+    let page_of = |seed: u8| -> Vec<u8> { (0..page_bytes).map(|i| (i as u8) ^ seed).collect() };
+    let (dead, _) = space
+        .write_meta(0, Purpose::Index, 0, &page_of(1))
+        .expect("write");
+    let (also_dead, _) = space
+        .write_meta(0, Purpose::Index, 0, &page_of(3))
+        .expect("write");
+    let (kept, _) = space
+        .write_meta(0, Purpose::Index, 0, &page_of(2))
+        .expect("write");
+    let held = space.flash().media_bytes();
+    space.invalidate_meta(dead);
+    space.invalidate_meta(also_dead);
+    assert!(
+        space.flash().media_bytes() < held,
+        "their bytes are freed: {held} then {}",
+        space.flash().media_bytes()
+    );
+    assert!(matches!(
+        space.read_page(0, dead, Purpose::Index),
+        Err(SpaceError::Flash(kvssd_flash::FlashError::Discarded { .. }))
+    ));
+    // A snapshot taken now may still read `kept` after it is invalidated.
+    let token = space.protect(0);
+    space.invalidate_meta(kept);
+    let (bytes, _) = space.read_page(0, kept, Purpose::Index).expect("kept");
+    assert_eq!(bytes, page_of(2));
+    space.unprotect(0, token);
+    // GC reads the whole block, discarded pages included, and reports only what it could read.
+    let block = dead.0 / u64::from(profile.geometry.pages_per_block);
+    let address = profile.geometry.block_at(block);
+    for _ in 0..100 {
+        if space.flash().programmed_pages(address).expect("in range")
+            == profile.geometry.pages_per_block
+        {
+            break;
+        }
+        space
+            .write_meta(0, Purpose::Index, 0, &page_of(4))
+            .expect("write");
+    }
+    let reads = space.flash().counters().total().reads;
+    let (contents, _) = space.read_victim(0, block).expect("victim");
+    let Victim::Meta(pages) = contents else {
+        panic!("a meta block");
+    };
+    assert!(pages
+        .iter()
+        .all(|(page, _)| *page != dead && *page != also_dead));
+    assert!(pages.iter().any(|(page, _)| *page == kept));
+    assert_eq!(
+        space.flash().counters().total().reads - reads,
+        u64::from(profile.geometry.pages_per_block),
+        "every page of the victim is read"
+    );
+}

@@ -27,6 +27,9 @@ impl Core {
                 max: self.value_bytes_max,
             });
         }
+        if self.periodic_values_only && !kvssd_flash::is_periodic(value) {
+            return Err(DeviceError::ValueNotPeriodic { len: value.len() });
+        }
         Ok(())
     }
 

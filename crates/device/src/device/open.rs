@@ -54,7 +54,7 @@ impl Device {
         let wall = Instant::now();
         let start = flash.quiescent_at();
         let plp = config.durability == Durability::PowerLossProtection;
-        if plp && flash.media_kind() != kvssd_flash::MediaKind::Ram {
+        if plp && !flash.media_kind().is_volatile() {
             return Err(DeviceError::ModeMismatch(
                 "power-loss protection is simulated flash only; file media need a write-ahead log"
                     .into(),

@@ -12,7 +12,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use kvssd_flash::{MediaKind, Purpose, SimTime};
+use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{EraseHook, Space, SpaceError, OOB_KIND_SYSTEM};
 
 use crate::durability::checkpoint::{Checkpoint, CheckpointLocation, Extent, Mode, Root};
@@ -122,7 +122,7 @@ impl Journal {
             sync,
             page_bytes,
             pages_per_block: geometry.pages_per_block,
-            sync_media: space.flash().media_kind() != MediaKind::Ram,
+            sync_media: !space.flash().media_kind().is_volatile(),
             sb_sequence,
             sb_next_page,
             next_log_id,

@@ -1,0 +1,465 @@
+//! Compact media ([`crate::MediaKind::Compact`]): page slots kept in memory in an encoding that
+//! stores runs of a repeating 16-byte pattern as the pattern and their length, so that a page full
+//! of values that are descriptions of themselves (a 16-byte description repeated to the value's
+//! length, as the benchmarks write them) costs a few bytes per record instead of its size.
+//!
+//! The encoding is faithful: any slot decodes to exactly the bytes programmed, periodic or not (bytes
+//! that are not periodic are kept as literals). Everything above the media sees the same bytes as on
+//! [`crate::MediaKind::Ram`], so the flash layer's checksums, rules, timing and counters are unchanged.
+//!
+//! Each page's encoding is one allocation of its size, so that pages freed by an erase (or a
+//! discard, [`crate::Flash::discard`]) leave memory the allocator reuses for the next pages.
+//!
+//! # Encoding of one slot (payload then the whole OOB area)
+//!
+//! A sequence of operations, each a tag byte and a LEB128 length, which together cover the slot
+//! exactly:
+//!
+//! ```text
+//! 0  LITERAL  length, then `length` bytes
+//! 1  PATTERN  length, then 16 bytes: the run is the pattern repeated (and cut) to `length` bytes
+//! 2  FILL     length, then 1 byte: the run is that byte repeated
+//! ```
+//!
+//! A run is a stretch in which every byte equals the byte 16 before it, at least [`RUN_MIN`] bytes
+//! long, or more than [`FILL_MIN`] bytes if it is one byte repeated. Decoding checks every length
+//! against the slot and the encoding: a malformed encoding is an error, never wrong bytes.
+
+use crate::{Geometry, PageAddress};
+
+/// Period of the runs the encoding recognises: a value description's size.
+pub const PATTERN_BYTES: usize = 16;
+/// Shortest stretch stored as a pattern run: shorter ones cost less as literals.
+const RUN_MIN: usize = 48;
+/// Shortest stretch of one repeated byte stored as a fill run (a record's zero padding).
+const FILL_MIN: usize = PATTERN_BYTES;
+
+const LITERAL: u8 = 0;
+const PATTERN: u8 = 1;
+const FILL: u8 = 2;
+
+/// Whether `bytes` repeats its first [`PATTERN_BYTES`] bytes to its end: true of every value that is
+/// a description of itself, and of every value of at most 16 bytes. Such values cost the compact
+/// media a constant number of bytes however long they are.
+pub fn is_periodic(bytes: &[u8]) -> bool {
+    bytes.len() <= PATTERN_BYTES || periodic_end(bytes, PATTERN_BYTES) == bytes.len()
+}
+
+/// The first position at or after `from` (>= 16) whose byte differs from the byte 16 before it, or
+/// the length of `bytes`.
+fn periodic_end(bytes: &[u8], mut from: usize) -> usize {
+    let length = bytes.len();
+    while from + 8 <= length {
+        let here = word(bytes, from);
+        let before = word(bytes, from - PATTERN_BYTES);
+        let differ = here ^ before;
+        if differ != 0 {
+            return from + (differ.trailing_zeros() / 8) as usize;
+        }
+        from += 8;
+    }
+    while from < length && bytes[from] == bytes[from - PATTERN_BYTES] {
+        from += 1;
+    }
+    from
+}
+
+fn word(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+fn push_length(out: &mut Vec<u8>, mut length: usize) {
+    loop {
+        let low = (length & 0x7F) as u8;
+        length >>= 7;
+        if length == 0 {
+            out.push(low);
+            return;
+        }
+        out.push(low | 0x80);
+    }
+}
+
+fn push_literal(out: &mut Vec<u8>, bytes: &[u8]) {
+    if !bytes.is_empty() {
+        out.push(LITERAL);
+        push_length(out, bytes.len());
+        out.extend_from_slice(bytes);
+    }
+}
+
+fn push_run(out: &mut Vec<u8>, run: &[u8]) {
+    let pattern = &run[..PATTERN_BYTES];
+    if pattern.iter().all(|&byte| byte == pattern[0]) {
+        out.push(FILL);
+        push_length(out, run.len());
+        out.push(pattern[0]);
+    } else {
+        out.push(PATTERN);
+        push_length(out, run.len());
+        out.extend_from_slice(pattern);
+    }
+}
+
+/// Appends the encoding of `slot` to `out`.
+pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
+    let length = slot.len();
+    let mut literal_from = 0;
+    let mut at = PATTERN_BYTES;
+    while at < length {
+        if at + 8 <= length {
+            // Eight positions at once: a run needs a position whose byte equals the byte 16
+            // before it, so where no byte of the eight does, none starts here. (A run of exactly 16
+            // equal bytes may be missed; it stays a literal: compression, never correctness.)
+            let differ = word(slot, at) ^ word(slot, at - PATTERN_BYTES);
+            let zero_bytes =
+                differ.wrapping_sub(0x0101_0101_0101_0101) & !differ & 0x8080_8080_8080_8080;
+            if zero_bytes == 0 {
+                at += 8;
+                continue;
+            }
+            // The lowest flagged byte is a true zero (borrows only flag bytes above one).
+            at += (zero_bytes.trailing_zeros() / 8) as usize;
+        }
+        let end = periodic_end(slot, at);
+        // Bytes [at - 16, end) repeat with period 16; what an earlier run took is not available.
+        let start = (at - PATTERN_BYTES).max(literal_from);
+        let length = end - start;
+        let fill = || {
+            let first = slot[start];
+            slot[start..start + PATTERN_BYTES]
+                .iter()
+                .all(|&byte| byte == first)
+        };
+        if length >= RUN_MIN || (length >= FILL_MIN && fill()) {
+            push_literal(out, &slot[literal_from..start]);
+            push_run(out, &slot[start..end]);
+            literal_from = end;
+        }
+        at = end + 1;
+    }
+    push_literal(out, &slot[literal_from..]);
+}
+
+/// Why an encoding cannot be decoded.
+pub(crate) type Malformed = &'static str;
+
+/// Decodes `encoded` into `slot`, which it must cover exactly.
+pub(crate) fn decode(mut encoded: &[u8], slot: &mut [u8]) -> Result<(), Malformed> {
+    let mut at = 0usize;
+    while !encoded.is_empty() {
+        let tag = encoded[0];
+        encoded = &encoded[1..];
+        let (length, rest) = take_length(encoded)?;
+        encoded = rest;
+        let end = at
+            .checked_add(length)
+            .filter(|&end| end <= slot.len())
+            .ok_or("a run or literal goes past the end of the page")?;
+        let target = &mut slot[at..end];
+        match tag {
+            LITERAL => {
+                let bytes = encoded.get(..length).ok_or("a literal is cut short")?;
+                target.copy_from_slice(bytes);
+                encoded = &encoded[length..];
+            }
+            PATTERN => {
+                let pattern = encoded
+                    .get(..PATTERN_BYTES)
+                    .ok_or("a pattern is cut short")?;
+                repeat(pattern, target);
+                encoded = &encoded[PATTERN_BYTES..];
+            }
+            FILL => {
+                let byte = *encoded.first().ok_or("a fill byte is missing")?;
+                target.fill(byte);
+                encoded = &encoded[1..];
+            }
+            _ => return Err("unknown operation"),
+        }
+        at = end;
+    }
+    if at != slot.len() {
+        return Err("the encoding ends before the page does");
+    }
+    Ok(())
+}
+
+fn take_length(encoded: &[u8]) -> Result<(usize, &[u8]), Malformed> {
+    let mut length = 0usize;
+    for (index, &byte) in encoded.iter().enumerate().take(4) {
+        length |= usize::from(byte & 0x7F) << (7 * index);
+        if byte & 0x80 == 0 {
+            return Ok((length, &encoded[index + 1..]));
+        }
+    }
+    Err("a length is malformed")
+}
+
+/// Fills `target` with `pattern` repeated, doubling what is already written.
+fn repeat(pattern: &[u8], target: &mut [u8]) {
+    let first = pattern.len().min(target.len());
+    target[..first].copy_from_slice(&pattern[..first]);
+    let mut filled = first;
+    while filled < target.len() {
+        let copy = filled.min(target.len() - filled);
+        target.copy_within(..copy, filled);
+        filled += copy;
+    }
+}
+
+/// Pages in memory in the encoding above, each in an allocation of its encoding's size (so that
+/// freeing one, at a discard or an erase, leaves memory the allocator reuses for the next pages).
+pub(crate) struct CompactMedia {
+    geometry: Geometry,
+    page_bytes: usize,
+    slot: Vec<u8>,
+    scratch: Vec<u8>,
+    /// By block, its programmed pages in order: `None` once discarded.
+    blocks: Vec<Vec<Option<Box<[u8]>>>>,
+    /// Bytes of the encodings held.
+    stored: u64,
+}
+
+/// What reading a page of the compact media can find instead of its bytes.
+pub(crate) enum Unreadable {
+    /// The page's bytes were discarded.
+    Discarded,
+    /// The encoding is malformed (never returned as data).
+    Malformed(Malformed),
+}
+
+impl CompactMedia {
+    pub(crate) fn new(geometry: &Geometry) -> Self {
+        CompactMedia {
+            geometry: *geometry,
+            page_bytes: geometry.page_bytes as usize,
+            slot: vec![0u8; (geometry.page_bytes + geometry.oob_bytes) as usize],
+            scratch: Vec::new(),
+            blocks: (0..geometry.blocks_total()).map(|_| Vec::new()).collect(),
+            stored: 0,
+        }
+    }
+
+    fn locate(&self, index: u64) -> (usize, usize) {
+        let pages_per_block = u64::from(self.geometry.pages_per_block);
+        (
+            (index / pages_per_block) as usize,
+            (index % pages_per_block) as usize,
+        )
+    }
+
+    /// Copies page `index` into `data` and `oob`. A page never programmed reads as erased (the
+    /// flash layer does not read such pages).
+    pub(crate) fn read(
+        &mut self,
+        index: u64,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<(), Unreadable> {
+        let (block, page) = self.locate(index);
+        let Some(pages) = self.blocks.get(block) else {
+            return Err(Unreadable::Malformed("the page is outside the media"));
+        };
+        let Some(stored) = pages.get(page) else {
+            data.fill(0xFF);
+            oob.fill(0);
+            return Ok(());
+        };
+        let encoded = stored.as_deref().ok_or(Unreadable::Discarded)?;
+        decode(encoded, &mut self.slot).map_err(Unreadable::Malformed)?;
+        data.copy_from_slice(&self.slot[..self.page_bytes]);
+        oob.copy_from_slice(&self.slot[self.page_bytes..]);
+        Ok(())
+    }
+
+    /// Stores page `index`, the next page of its block (the flash layer checked the order).
+    pub(crate) fn write(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<(), (PageAddress, Malformed)> {
+        let (block, page) = self.locate(index);
+        let address = self.geometry.page_at(index);
+        let pages_per_block = self.geometry.pages_per_block as usize;
+        let Some(pages) = self.blocks.get_mut(block) else {
+            return Err((address, "the page is outside the media"));
+        };
+        if pages.len() != page {
+            return Err((address, "pages of a block must be stored in order"));
+        }
+        if pages.capacity() == 0 {
+            pages.reserve_exact(pages_per_block);
+        }
+        self.slot[..self.page_bytes].copy_from_slice(data);
+        self.slot[self.page_bytes..].copy_from_slice(oob);
+        self.scratch.clear();
+        encode(&self.slot, &mut self.scratch);
+        self.stored += self.scratch.len() as u64;
+        pages.push(Some(self.scratch.as_slice().into()));
+        Ok(())
+    }
+
+    /// Frees the bytes of programmed page `index`, which nothing will read again: reading it then
+    /// fails with [`Unreadable::Discarded`]. Returns whether the page was programmed and not yet
+    /// discarded.
+    pub(crate) fn discard(&mut self, index: u64) -> bool {
+        let (block, page) = self.locate(index);
+        let Some(stored) = self
+            .blocks
+            .get_mut(block)
+            .and_then(|pages| pages.get_mut(page))
+        else {
+            return false;
+        };
+        match stored.take() {
+            Some(encoded) => {
+                self.stored -= encoded.len() as u64;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Forgets a block's pages and frees their memory.
+    pub(crate) fn erase(&mut self, block: u64) {
+        if let Some(pages) = self.blocks.get_mut(block as usize) {
+            let freed: usize = pages.iter().flatten().map(|encoded| encoded.len()).sum();
+            self.stored -= freed as u64;
+            *pages = Vec::new();
+        }
+    }
+
+    /// Bytes of encodings held now, and the table of a block's pages for each block in use.
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        let tables: usize = self
+            .blocks
+            .iter()
+            .map(|pages| pages.capacity() * std::mem::size_of::<Option<Box<[u8]>>>())
+            .sum();
+        self.stored + tables as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn round_trip(slot: &[u8]) -> Vec<u8> {
+        let mut encoded = Vec::new();
+        encode(slot, &mut encoded);
+        let mut back = vec![0xA5; slot.len()];
+        decode(&encoded, &mut back).expect("an encoding decodes");
+        back
+    }
+
+    /// A page of records as the benchmarks write them: a header and key that are not periodic, then
+    /// a value that is its 16-byte description repeated, each starting anywhere.
+    fn records_page(seed: u64, bytes: usize) -> Vec<u8> {
+        let mut page = Vec::with_capacity(bytes);
+        let mut state = seed;
+        while page.len() < bytes {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            page.extend_from_slice(&state.to_le_bytes()[..(state % 7) as usize + 1]);
+            let description = (state ^ 0x5555).to_le_bytes().repeat(2);
+            for index in 0..(state % 1500) as usize {
+                page.push(description[index % PATTERN_BYTES]);
+            }
+        }
+        page.truncate(bytes);
+        page
+    }
+
+    #[test]
+    fn descriptions_cost_a_few_bytes_per_record_and_round_trip() {
+        let page = records_page(7, 8192 + 256);
+        let mut encoded = Vec::new();
+        encode(&page, &mut encoded);
+        // About a dozen records: their headers and keys, plus 19 bytes per value.
+        assert!(
+            encoded.len() < page.len() / 16,
+            "encoded {} bytes",
+            encoded.len()
+        );
+        assert_eq!(round_trip(&page), page);
+        // A record's zero padding between a value and the next header is a fill run.
+        let mut padded = vec![7u8; 40];
+        padded.extend_from_slice(&[0u8; 20]);
+        padded.extend(1..=40u8);
+        encoded.clear();
+        encode(&padded, &mut encoded);
+        assert!(encoded.contains(&FILL), "{encoded:?}");
+        assert_eq!(round_trip(&padded), padded);
+        let zeros = vec![0u8; 8192];
+        encoded.clear();
+        encode(&zeros, &mut encoded);
+        assert_eq!(encoded.len(), 4, "one fill run");
+        assert_eq!(round_trip(&zeros), zeros);
+    }
+
+    #[test]
+    fn periodic_values_are_recognised() {
+        let description: Vec<u8> = (0..16).collect();
+        let value: Vec<u8> = description.iter().cycle().take(1000).copied().collect();
+        assert!(is_periodic(&value));
+        assert!(is_periodic(&value[..16]));
+        assert!(is_periodic(b"short"));
+        let mut broken = value.clone();
+        broken[999] ^= 1;
+        assert!(!is_periodic(&broken));
+        broken[999] ^= 1;
+        broken[16] ^= 1;
+        assert!(!is_periodic(&broken));
+    }
+
+    #[test]
+    fn malformed_encodings_are_errors() {
+        let mut slot = vec![0u8; 64];
+        assert!(decode(&[], &mut slot).is_err(), "too short");
+        assert!(decode(&[LITERAL, 65], &mut slot).is_err(), "past the end");
+        assert!(
+            decode(&[LITERAL, 64, 1, 2], &mut slot).is_err(),
+            "cut short"
+        );
+        assert!(decode(&[PATTERN, 64, 1], &mut slot).is_err(), "pattern cut");
+        assert!(decode(&[FILL, 64], &mut slot).is_err(), "fill byte missing");
+        assert!(decode(&[9, 64, 0], &mut slot).is_err(), "unknown tag");
+        assert!(decode(&[FILL, 0xFF, 0xFF, 0xFF, 0xFF, 0], &mut slot).is_err());
+        assert!(decode(&[FILL, 64, 7], &mut slot).is_ok());
+        assert_eq!(slot, vec![7u8; 64]);
+    }
+
+    proptest! {
+        #[test]
+        fn any_slot_round_trips(
+            bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+            pattern in proptest::collection::vec(any::<u8>(), 16),
+            runs in proptest::collection::vec((0usize..3000, 0usize..600), 0..6),
+        ) {
+            // Arbitrary bytes with periodic stretches of arbitrary phase and length laid over them.
+            let mut slot = bytes;
+            for (start, length) in runs {
+                let start = start.min(slot.len());
+                let end = (start + length).min(slot.len());
+                for (offset, byte) in slot[start..end].iter_mut().enumerate() {
+                    *byte = pattern[offset % 16];
+                }
+            }
+            prop_assert_eq!(round_trip(&slot), slot);
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(
+            encoded in proptest::collection::vec(any::<u8>(), 0..200),
+        ) {
+            let mut slot = vec![0u8; 300];
+            let _ = decode(&encoded, &mut slot);
+        }
+    }
+}

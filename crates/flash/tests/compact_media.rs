@@ -1,0 +1,196 @@
+//! Compact media: the same operations give the same bytes, errors, times and counters as ram media,
+//! whatever the pages hold; erasing a block frees what its pages took; a discarded page's read
+//! takes its time and fails with a typed error instead of returning bytes.
+
+use std::collections::BTreeSet;
+
+use kvssd_flash::{
+    BlockAddress, Flash, FlashError, MediaKind, PageAddress, Profile, Purpose, PATTERN_BYTES,
+};
+use proptest::prelude::*;
+
+fn pair() -> (Flash, Flash) {
+    let profile = Profile::test_min();
+    let ram = Flash::new_on(
+        &MediaKind::Ram,
+        profile.geometry,
+        Some(profile.timing.clone()),
+    )
+    .expect("ram");
+    let compact = Flash::new_on(&MediaKind::Compact, profile.geometry, Some(profile.timing))
+        .expect("compact");
+    assert_eq!(compact.media_kind(), MediaKind::Compact);
+    (ram, compact)
+}
+
+/// A page of `kind`: 0 arbitrary bytes, 1 one byte repeated, 2 a 16-byte pattern repeated from an
+/// arbitrary phase, 3 a mixture of arbitrary bytes and patterns.
+fn page_of(kind: u8, seed: u64, bytes: usize) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut next = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let pattern: Vec<u8> = (0..PATTERN_BYTES).map(|_| next() as u8).collect();
+    let phase = (next() % 16) as usize;
+    (0..bytes)
+        .map(|index| match kind % 4 {
+            0 => next() as u8,
+            1 => pattern[0],
+            2 => pattern[(index + phase) % PATTERN_BYTES],
+            _ if (index / 300) % 2 == 0 => pattern[index % PATTERN_BYTES],
+            _ => next() as u8,
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    Program { block: u32, kind: u8, seed: u64 },
+    Read { block: u32, page: u32 },
+    Erase { block: u32 },
+    Discard { block: u32, page: u32 },
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (0u32..6, any::<u8>(), any::<u64>())
+            .prop_map(|(block, kind, seed)| Step::Program { block, kind, seed }),
+        3 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Read { block, page }),
+        1 => (0u32..6).prop_map(|block| Step::Erase { block }),
+        2 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Discard { block, page }),
+    ]
+}
+
+fn address(block: u32) -> BlockAddress {
+    BlockAddress {
+        die: block % 2,
+        block: block / 2,
+    }
+}
+
+proptest! {
+    #[test]
+    fn compact_media_behave_as_ram_media(steps in proptest::collection::vec(step(), 1..60)) {
+        let (mut ram, mut compact) = pair();
+        let geometry = *ram.geometry();
+        let mut at = 0;
+        let mut discarded: BTreeSet<(u32, u32)> = BTreeSet::new();
+        for step in steps {
+            match step {
+                Step::Program { block, kind, seed } => {
+                    let block = address(block);
+                    let page = block.page(ram.programmed_pages(block).expect("in range"));
+                    let data = page_of(kind, seed, geometry.page_bytes as usize);
+                    let oob = seed.to_le_bytes();
+                    let a = ram.program(at, page, Purpose::UserData, &data, &oob);
+                    let b = compact.program(at, page, Purpose::UserData, &data, &oob);
+                    prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    at = a.unwrap_or(at);
+                }
+                Step::Read { block, page } => {
+                    let page: PageAddress = address(block).page(page);
+                    let mut data_a = vec![0u8; geometry.page_bytes as usize];
+                    let mut data_b = data_a.clone();
+                    let (mut oob_a, mut oob_b) = ([0u8; 8], [0u8; 8]);
+                    let a = ram.read(at, page, Purpose::UserData, &mut data_a, &mut oob_a);
+                    let b = compact.read(at, page, Purpose::UserData, &mut data_b, &mut oob_b);
+                    if discarded.contains(&(block, page.page)) {
+                        let read = a.expect("ram media keep a discarded page");
+                        let is_discarded = matches!(
+                            b,
+                            Err(FlashError::Discarded { page: p, done_at })
+                                if p == page && done_at == read.done_at
+                        );
+                        prop_assert!(is_discarded, "compact read of a discarded page: {:?}", b);
+                        continue;
+                    }
+                    prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    if a.is_ok() {
+                        prop_assert!(data_a == data_b, "page bytes differ");
+                        prop_assert_eq!(oob_a, oob_b);
+                    }
+                }
+                Step::Erase { block } => {
+                    let a = ram.erase(at, address(block), Purpose::Gc);
+                    let b = compact.erase(at, address(block), Purpose::Gc);
+                    prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    if a.is_ok() {
+                        discarded.retain(|&(discarded_block, _)| discarded_block != block);
+                    }
+                }
+                Step::Discard { block, page } => {
+                    let address = address(block).page(page);
+                    let a = ram.discard(address);
+                    let b = compact.discard(address);
+                    match (a, b) {
+                        (Ok(kept), Ok(freed)) => {
+                            prop_assert!(!kept, "ram media keep every page");
+                            prop_assert_eq!(freed, discarded.insert((block, page)));
+                        }
+                        (a, b) => prop_assert_eq!(format!("{a:?}"), format!("{b:?}")),
+                    }
+                }
+            }
+        }
+        prop_assert_eq!(ram.counters(), compact.counters());
+        prop_assert_eq!(ram.quiescent_at(), compact.quiescent_at());
+    }
+}
+
+#[test]
+fn erasing_a_block_frees_its_pages_on_compact_media() {
+    let (_, mut flash) = pair();
+    let geometry = *flash.geometry();
+    let block = address(3);
+    assert_eq!(flash.media_bytes(), 0);
+    for page in 0..4 {
+        let data = page_of(0, u64::from(page) + 1, geometry.page_bytes as usize);
+        flash
+            .program(0, block.page(page), Purpose::UserData, &data, b"")
+            .expect("program");
+    }
+    let arbitrary = flash.media_bytes();
+    assert!(
+        arbitrary >= 4 * u64::from(geometry.page_bytes),
+        "{arbitrary}"
+    );
+    // Discarding most of the block's pages frees their bytes; the rest reads as before.
+    for page in [0, 2, 3] {
+        assert!(flash.discard(block.page(page)).expect("programmed"));
+    }
+    assert!(!flash.discard(block.page(2)).expect("programmed"), "once");
+    assert!(
+        flash.media_bytes() < arbitrary / 2,
+        "{}",
+        flash.media_bytes()
+    );
+    let mut back = vec![0u8; geometry.page_bytes as usize];
+    flash
+        .read(0, block.page(1), Purpose::UserData, &mut back, &mut [])
+        .expect("a kept page reads");
+    assert_eq!(back, page_of(0, 2, geometry.page_bytes as usize));
+    assert!(matches!(
+        flash.read(0, block.page(3), Purpose::UserData, &mut back, &mut []),
+        Err(FlashError::Discarded { .. })
+    ));
+    assert!(matches!(
+        flash.discard(block.page(5)),
+        Err(FlashError::ReadErased { .. })
+    ));
+    flash.erase(0, block, Purpose::Gc).expect("erase");
+    assert_eq!(flash.media_bytes(), 0, "erase frees the block's pages");
+    for page in 0..4 {
+        let data = page_of(2, u64::from(page) + 1, geometry.page_bytes as usize);
+        flash
+            .program(0, block.page(page), Purpose::UserData, &data, b"")
+            .expect("program");
+    }
+    assert!(
+        flash.media_bytes() < u64::from(geometry.page_bytes),
+        "four periodic pages take less than one page: {}",
+        flash.media_bytes()
+    );
+}
