@@ -46,6 +46,7 @@ use crate::host::Table;
 use crate::locks::record_number;
 use crate::TableId;
 
+mod cleaner;
 mod format;
 mod recovery;
 
@@ -68,11 +69,16 @@ pub struct ConventionalConfig {
     pub log_blocks: u64,
     /// Logical blocks reserved for the page directory.
     pub directory_blocks: u64,
-    /// The page cleaner runs once dirty records take this many cache bytes.
+    /// While dirty records take more than this many cache bytes, each round of the page
+    /// cleaner writes at least `clean_records_per_commit` of them.
     pub checkpoint_dirty_bytes: u64,
-    /// Dirty records the page cleaner writes back per commit while it runs (in key order, so
-    /// records of one page go together).
+    /// Dirty records a round of the page cleaner writes at least while dirty records take more
+    /// than `checkpoint_dirty_bytes` (those the oldest log records changed, each with the other
+    /// dirty records of its page).
     pub clean_records_per_commit: usize,
+    /// Share of the log ring, in (0, 1], the log still needed may fill before the page cleaner
+    /// writes the records the oldest log records changed (every record changed further back).
+    pub clean_log_share: f64,
 }
 
 impl ConventionalConfig {
@@ -112,6 +118,7 @@ impl Default for ConventionalConfig {
             directory_blocks: 4096,
             checkpoint_dirty_bytes: 4 << 20,
             clean_records_per_commit: 64,
+            clean_log_share: 0.25,
         }
     }
 }
@@ -134,6 +141,8 @@ pub(crate) struct Conventional {
     /// must keep every block from it on.
     log_oldest: u64,
     log_free_at: SimTime,
+    /// When the page cleaner's round in flight is written: the next starts then.
+    cleaner_free_at: SimTime,
     /// Dirty or deleted records not yet in their pages → the LSN of the oldest log record that
     /// changed them since (redo must start there), and how many records each such LSN holds.
     dirty_since: HashMap<(TableId, Vec<u8>), u64>,
@@ -169,6 +178,12 @@ impl Conventional {
                 config.page_bytes, config.log_blocks
             )));
         }
+        if !(config.clean_log_share > 0.0 && config.clean_log_share <= 1.0) {
+            return Err(HostError::Invalid(format!(
+                "the page cleaner's share of the log ring must be in (0, 1], not {}",
+                config.clean_log_share
+            )));
+        }
         let mut conventional = Conventional {
             namespace: NamespaceId(0),
             next_lba: config.first_page_lba(),
@@ -176,6 +191,7 @@ impl Conventional {
             log_head: 0,
             log_oldest: 0,
             log_free_at: 0,
+            cleaner_free_at: 0,
             dirty_since: HashMap::new(),
             dirty_lsns: BTreeMap::new(),
             deleted: BTreeSet::new(),
@@ -379,14 +395,6 @@ impl Conventional {
 
     pub(crate) fn log_free_at(&self) -> SimTime {
         self.log_free_at
-    }
-
-    pub(crate) fn checkpoint_dirty_bytes(&self) -> u64 {
-        self.config.checkpoint_dirty_bytes
-    }
-
-    pub(crate) fn clean_records_per_commit(&self) -> usize {
-        self.config.clean_records_per_commit.max(1)
     }
 
     /// The page of a key: its LBA (allocated on first use), its slot, its key prefix and index.
@@ -672,26 +680,6 @@ impl Conventional {
                 }
             }
         }
-    }
-
-    /// Whether more than half the ring holds records still needed: the cleaner then writes the
-    /// records the oldest of them changed first, so the truncation point moves on before the
-    /// ring fills.
-    pub(crate) fn log_pressed(&self) -> bool {
-        self.log_head
-            .saturating_sub(self.log_oldest)
-            .saturating_mul(2)
-            > self.config.log_blocks
-    }
-
-    /// Up to `limit` dirty or deleted records, those changed by the oldest log records first.
-    pub(crate) fn oldest_dirty(&self, limit: usize) -> Vec<(TableId, Vec<u8>)> {
-        self.dirty_lsns
-            .values()
-            .flatten()
-            .take(limit)
-            .cloned()
-            .collect()
     }
 
     /// After a full checkpoint (every dirty record and deletion written, durable by `at`):

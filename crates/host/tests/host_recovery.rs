@@ -32,6 +32,8 @@ fn config(log_blocks: u64) -> HostConfig {
         // The cleaner never runs: every commit lives only in the log.
         checkpoint_dirty_bytes: u64::MAX,
         clean_records_per_commit: 4,
+        // ... nor to truncate the log: only a full ring makes a checkpoint.
+        clean_log_share: 1.0,
     };
     config
 }
