@@ -282,8 +282,8 @@ pub fn open_host(
     host_config.commit_path = path;
     host_config.private_bytes_max = 1 << 20;
     // A log of a quarter of the card, at most 512 MiB (a production engine's log is sized for
-    // its checkpoint interval); the page cleaner keeps the log still needed near a quarter of
-    // it (docs/host.md).
+    // its checkpoint interval); the page cleaner keeps the log still needed near half of it
+    // (docs/host.md).
     let card_pages = config.flash.geometry.capacity_bytes() / u64::from(PAGE_BYTES);
     host_config.conventional = ConventionalConfig {
         page_bytes: PAGE_BYTES as usize,

@@ -12,23 +12,24 @@
 //!   and waits for the write to be durable; only one transaction writes the log at a time (the log
 //!   latch), so commits queue behind each other even when their records do not conflict. No group
 //!   commit.
-//! * **No-force, a page cleaner**: committed records stay dirty in the cache; while dirty bytes
-//!   exceed `checkpoint_dirty_bytes`, each commit has the cleaner write `clean_records_per_commit`
-//!   of them (in key order) into their pages in its background, competing with foreground work
-//!   for the flash: whole pages when
-//!   the cache holds the page whole (read whole, or allocated during the run, and none of its
-//!   records evicted since), else a sub-block write per record (the `block` preset reads the
-//!   rest of the page, a read-modify-write). While the records the log still needs fill more
-//!   than half its ring, the cleaner writes instead those the oldest log records changed, so
-//!   the log can be truncated.
+//! * **No-force, a background page cleaner** ([`cleaner`]): committed records stay dirty in
+//!   the cache; the cleaner, one writer with one round in flight on the simulated clock, writes
+//!   the records the oldest log records changed into their pages, competing with foreground
+//!   work for the flash: every record changed further back than `clean_log_share` of the ring
+//!   (so the log still needed stays near that share), and while dirty records take more than
+//!   `checkpoint_dirty_bytes`, at least `clean_records_per_commit` of them. Whole pages when the
+//!   cache holds the page whole (read whole, or allocated during the run, and none of its
+//!   records evicted since), with every dirty record in it; else a sub-block write per record
+//!   (the `block` preset reads the rest of the page, a read-modify-write).
 //! * **A write-ahead log, replayed at open**: the log is the only durable copy of a commit until
 //!   the cleaner has written its pages. Every record carries its LSN, the truncation point and a
 //!   checksum ([`format`]); opening a device that already holds this path's namespace (named
 //!   [`CONVENTIONAL_NAMESPACE`]) reads the page directory and the committed tail of the log back
 //!   ([`recovery`]) and redoes it into the pages before the host serves anything. The log is
 //!   truncated as the cleaner writes pages: each record names the oldest LSN a dirty record
-//!   still needs, and a full checkpoint (when the ring would overwrite a record still needed, or
-//!   [`crate::Host::checkpoint`]) writes every dirty record and then the anchor.
+//!   still needs. A full checkpoint writes every dirty record and then the anchor: on
+//!   [`crate::Host::checkpoint`], and, the last resort, before a commit that would overwrite a
+//!   record still needed (the cleaner fell behind), which waits for it holding its locks.
 //!
 //! Device layout (one `block` namespace, one logical block per page): LBA 0 the anchor, then
 //! `log_blocks` blocks of log ring, then `directory_blocks` blocks of page directory (which LBA
@@ -118,7 +119,7 @@ impl Default for ConventionalConfig {
             directory_blocks: 4096,
             checkpoint_dirty_bytes: 4 << 20,
             clean_records_per_commit: 64,
-            clean_log_share: 0.25,
+            clean_log_share: 0.5,
         }
     }
 }

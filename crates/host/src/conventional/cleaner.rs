@@ -3,8 +3,8 @@
 //! The cleaner is one background writer with one round in flight, as Shore-MT's page cleaner
 //! is a thread that writes a batch of pages and waits for it: a commit starts a round only once
 //! the previous round's writes are done on the simulated clock (unless the log still needed
-//! fills more than half the ring, when every commit starts one). A round writes the records the
-//! oldest log records changed:
+//! fills more than three quarters of the ring, when every commit starts one). A round writes
+//! the records the oldest log records changed:
 //!
 //! * every record whose oldest unwritten change is further back in the log than
 //!   `clean_log_share` of the ring, so the log still needed stays near that share and a commit
@@ -32,13 +32,13 @@ impl Conventional {
         (self.config.log_blocks as f64 * self.config.clean_log_share) as u64
     }
 
-    /// Whether more than half the ring holds records still needed: the cleaner then starts a
-    /// round at every commit, without waiting for the previous one.
-    pub(crate) fn log_pressed(&self) -> bool {
+    /// Whether more than three quarters of the ring hold records still needed: the cleaner then
+    /// starts a round at every commit, without waiting for the previous one.
+    fn log_pressed(&self) -> bool {
         self.log_head
             .saturating_sub(self.oldest_needed())
-            .saturating_mul(2)
-            > self.config.log_blocks
+            .saturating_mul(4)
+            > self.config.log_blocks.saturating_mul(3)
     }
 
     /// The LSN of the oldest log record a dirty record still needs (the head if none).
