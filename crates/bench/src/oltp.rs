@@ -282,12 +282,15 @@ pub fn open_host(
     host_config.commit_path = path;
     host_config.private_bytes_max = 1 << 20;
     // A log of a quarter of the card, at most 512 MiB (a production engine's log is sized for
-    // its checkpoint interval): a default run never fills half of it, so its page cleaner need
-    // not write the oldest records to truncate it (docs/host.md).
+    // its checkpoint interval); the page cleaner keeps the log still needed near half of it
+    // (docs/host.md).
     let card_pages = config.flash.geometry.capacity_bytes() / u64::from(PAGE_BYTES);
     host_config.conventional = ConventionalConfig {
         page_bytes: PAGE_BYTES as usize,
         log_blocks: (card_pages / 4).min(CONVENTIONAL_LOG_BLOCKS_MAX),
+        // A buffer pool's cleaner keeps a share of the pool dirty, not a few MiB: records wait
+        // in the cache for more updates before their page is written.
+        checkpoint_dirty_bytes: cache_bytes / 4,
         ..ConventionalConfig::default()
     };
     Host::open(device, host_config).map_err(|error| error.to_string())

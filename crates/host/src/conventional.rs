@@ -12,23 +12,24 @@
 //!   and waits for the write to be durable; only one transaction writes the log at a time (the log
 //!   latch), so commits queue behind each other even when their records do not conflict. No group
 //!   commit.
-//! * **No-force, a page cleaner**: committed records stay dirty in the cache; while dirty bytes
-//!   exceed `checkpoint_dirty_bytes`, each commit has the cleaner write `clean_records_per_commit`
-//!   of them (in key order) into their pages in its background, competing with foreground work
-//!   for the flash: whole pages when
-//!   the cache holds the page whole (read whole, or allocated during the run, and none of its
-//!   records evicted since), else a sub-block write per record (the `block` preset reads the
-//!   rest of the page, a read-modify-write). While the records the log still needs fill more
-//!   than half its ring, the cleaner writes instead those the oldest log records changed, so
-//!   the log can be truncated.
+//! * **No-force, a background page cleaner** ([`cleaner`]): committed records stay dirty in
+//!   the cache; the cleaner, one writer with one round in flight on the simulated clock, writes
+//!   the records the oldest log records changed into their pages, competing with foreground
+//!   work for the flash: every record changed further back than `clean_log_share` of the ring
+//!   (so the log still needed stays near that share), and while dirty records take more than
+//!   `checkpoint_dirty_bytes`, at least `clean_records_per_commit` of them. Whole pages when the
+//!   cache holds the page whole (read whole, or allocated during the run, and none of its
+//!   records evicted since), with every dirty record in it; else a sub-block write per record
+//!   (the `block` preset reads the rest of the page, a read-modify-write).
 //! * **A write-ahead log, replayed at open**: the log is the only durable copy of a commit until
 //!   the cleaner has written its pages. Every record carries its LSN, the truncation point and a
 //!   checksum ([`format`]); opening a device that already holds this path's namespace (named
 //!   [`CONVENTIONAL_NAMESPACE`]) reads the page directory and the committed tail of the log back
 //!   ([`recovery`]) and redoes it into the pages before the host serves anything. The log is
 //!   truncated as the cleaner writes pages: each record names the oldest LSN a dirty record
-//!   still needs, and a full checkpoint (when the ring would overwrite a record still needed, or
-//!   [`crate::Host::checkpoint`]) writes every dirty record and then the anchor.
+//!   still needs. A full checkpoint writes every dirty record and then the anchor: on
+//!   [`crate::Host::checkpoint`], and, the last resort, before a commit that would overwrite a
+//!   record still needed (the cleaner fell behind), which waits for it holding its locks.
 //!
 //! Device layout (one `block` namespace, one logical block per page): LBA 0 the anchor, then
 //! `log_blocks` blocks of log ring, then `directory_blocks` blocks of page directory (which LBA
@@ -46,6 +47,7 @@ use crate::host::Table;
 use crate::locks::record_number;
 use crate::TableId;
 
+mod cleaner;
 mod format;
 mod recovery;
 
@@ -68,11 +70,16 @@ pub struct ConventionalConfig {
     pub log_blocks: u64,
     /// Logical blocks reserved for the page directory.
     pub directory_blocks: u64,
-    /// The page cleaner runs once dirty records take this many cache bytes.
+    /// While dirty records take more than this many cache bytes, each round of the page
+    /// cleaner writes at least `clean_records_per_commit` of them.
     pub checkpoint_dirty_bytes: u64,
-    /// Dirty records the page cleaner writes back per commit while it runs (in key order, so
-    /// records of one page go together).
+    /// Dirty records a round of the page cleaner writes at least while dirty records take more
+    /// than `checkpoint_dirty_bytes` (those the oldest log records changed, each with the other
+    /// dirty records of its page).
     pub clean_records_per_commit: usize,
+    /// Share of the log ring, in (0, 1], the log still needed may fill before the page cleaner
+    /// writes the records the oldest log records changed (every record changed further back).
+    pub clean_log_share: f64,
 }
 
 impl ConventionalConfig {
@@ -112,6 +119,7 @@ impl Default for ConventionalConfig {
             directory_blocks: 4096,
             checkpoint_dirty_bytes: 4 << 20,
             clean_records_per_commit: 64,
+            clean_log_share: 0.5,
         }
     }
 }
@@ -134,6 +142,8 @@ pub(crate) struct Conventional {
     /// must keep every block from it on.
     log_oldest: u64,
     log_free_at: SimTime,
+    /// When the page cleaner's round in flight is written: the next starts then.
+    cleaner_free_at: SimTime,
     /// Dirty or deleted records not yet in their pages → the LSN of the oldest log record that
     /// changed them since (redo must start there), and how many records each such LSN holds.
     dirty_since: HashMap<(TableId, Vec<u8>), u64>,
@@ -169,6 +179,12 @@ impl Conventional {
                 config.page_bytes, config.log_blocks
             )));
         }
+        if !(config.clean_log_share > 0.0 && config.clean_log_share <= 1.0) {
+            return Err(HostError::Invalid(format!(
+                "the page cleaner's share of the log ring must be in (0, 1], not {}",
+                config.clean_log_share
+            )));
+        }
         let mut conventional = Conventional {
             namespace: NamespaceId(0),
             next_lba: config.first_page_lba(),
@@ -176,6 +192,7 @@ impl Conventional {
             log_head: 0,
             log_oldest: 0,
             log_free_at: 0,
+            cleaner_free_at: 0,
             dirty_since: HashMap::new(),
             dirty_lsns: BTreeMap::new(),
             deleted: BTreeSet::new(),
@@ -379,14 +396,6 @@ impl Conventional {
 
     pub(crate) fn log_free_at(&self) -> SimTime {
         self.log_free_at
-    }
-
-    pub(crate) fn checkpoint_dirty_bytes(&self) -> u64 {
-        self.config.checkpoint_dirty_bytes
-    }
-
-    pub(crate) fn clean_records_per_commit(&self) -> usize {
-        self.config.clean_records_per_commit.max(1)
     }
 
     /// The page of a key: its LBA (allocated on first use), its slot, its key prefix and index.
@@ -672,26 +681,6 @@ impl Conventional {
                 }
             }
         }
-    }
-
-    /// Whether more than half the ring holds records still needed: the cleaner then writes the
-    /// records the oldest of them changed first, so the truncation point moves on before the
-    /// ring fills.
-    pub(crate) fn log_pressed(&self) -> bool {
-        self.log_head
-            .saturating_sub(self.log_oldest)
-            .saturating_mul(2)
-            > self.config.log_blocks
-    }
-
-    /// Up to `limit` dirty or deleted records, those changed by the oldest log records first.
-    pub(crate) fn oldest_dirty(&self, limit: usize) -> Vec<(TableId, Vec<u8>)> {
-        self.dirty_lsns
-            .values()
-            .flatten()
-            .take(limit)
-            .cloned()
-            .collect()
     }
 
     /// After a full checkpoint (every dirty record and deletion written, durable by `at`):

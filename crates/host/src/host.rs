@@ -16,8 +16,6 @@ use crate::types::{Access, CommitPath, HostConfig, HostStats, TableId, TxnId, Tx
 mod cleaner;
 mod writes;
 
-use cleaner::Clean;
-
 /// What a transaction will do to a key at commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Write {
@@ -602,15 +600,7 @@ impl Host {
                 None => self.cache.remove(table, &key),
             }
         }
-        if let Some(conventional) = &self.conventional {
-            let records = conventional.clean_records_per_commit();
-            if conventional.log_pressed() {
-                let oldest = conventional.oldest_dirty(records);
-                self.clean(at, Clean::Named(&oldest))?;
-            } else if self.cache.dirty_bytes() > conventional.checkpoint_dirty_bytes() {
-                self.clean(at, Clean::KeyOrder(records))?;
-            }
-        }
+        self.clean_in_background(at)?;
         self.stats.commits += 1;
         self.end(at, txn, TxnState::Committed, done);
         self.locks.tidy(at);

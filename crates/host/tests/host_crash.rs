@@ -127,18 +127,29 @@ struct Run {
     checkpoints: u64,
 }
 
+/// A run's commit path and, on the conventional one, the share of the log ring its page
+/// cleaner lets the log still needed fill (1: the cleaner never writes to truncate the log, so
+/// the ring fills and full checkpoints truncate it).
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    path: CommitPath,
+    clean_log_share: f64,
+}
+
 /// The host's configuration. The conventional path gets pages of the harness's logical block
 /// (128 B: four records), a log ring smaller than the run's commits need (so it fills, and
-/// full checkpoints truncate it) and a page cleaner that starts after a dozen dirty records.
-fn host_config(path: CommitPath) -> HostConfig {
+/// full checkpoints truncate it, unless the cleaner truncates it first) and a page cleaner that
+/// writes at least a record a round after a dozen dirty records.
+fn host_config(setup: Setup) -> HostConfig {
     let mut config = HostConfig::new(1 << 20);
-    config.commit_path = path;
+    config.commit_path = setup.path;
     config.conventional = ConventionalConfig {
         page_bytes: 128,
         log_blocks: 12,
         directory_blocks: 16,
         checkpoint_dirty_bytes: 1000,
         clean_records_per_commit: 1,
+        clean_log_share: setup.clean_log_share,
     };
     config
 }
@@ -166,7 +177,7 @@ fn numbers(slot: usize) -> Vec<u64> {
     }
 }
 
-fn run(seed: u64, cut_after: Option<u64>, path: CommitPath) -> Result<Run, String> {
+fn run(seed: u64, cut_after: Option<u64>, setup: Setup) -> Result<Run, String> {
     let (profile, device_config) =
         harness_config_for(Durability::WriteAheadLog(SyncPolicy::EveryCommand));
     let mut flash =
@@ -178,7 +189,7 @@ fn run(seed: u64, cut_after: Option<u64>, path: CommitPath) -> Result<Run, Strin
         ..FaultConfig::default()
     });
     let device = Arc::new(Device::open(flash, device_config).map_err(|e| e.to_string())?);
-    let mut host = Host::open(device, host_config(path)).map_err(|e| e.to_string())?;
+    let mut host = Host::open(device, host_config(setup)).map_err(|e| e.to_string())?;
     let tables = create_tables(&mut host)?;
     let mut initial = State::new();
     for (slot, count) in [ACCOUNTS, TELLERS, BRANCHES].into_iter().enumerate() {
@@ -239,7 +250,7 @@ fn run(seed: u64, cut_after: Option<u64>, path: CommitPath) -> Result<Run, Strin
 /// log replayed into the pages), then once more through another (replayed again) and the two
 /// must agree.
 fn recover(
-    path: CommitPath,
+    setup: Setup,
     mut flash: Flash,
     tables: Tables,
     namespaces: &[kvssd_device::NamespaceId],
@@ -251,7 +262,7 @@ fn recover(
     let device =
         Device::open(flash, device_config.clone()).map_err(|e| format!("recovery: {e}"))?;
     let mut recovered = State::new();
-    if path == CommitPath::Kaml {
+    if setup.path == CommitPath::Kaml {
         for (slot, &table) in tables.0.iter().enumerate() {
             for number in numbers(slot) {
                 let (found, _) = device
@@ -267,7 +278,7 @@ fn recover(
     let mut device = device;
     let mut replayed = 0;
     for pass in 0..2 {
-        let mut host = Host::open(Arc::new(device), host_config(path))
+        let mut host = Host::open(Arc::new(device), host_config(setup))
             .map_err(|e| format!("host recovery (pass {pass}): {e}"))?;
         if pass == 0 {
             replayed = host.stats().replayed_records;
@@ -308,7 +319,7 @@ enum InFlight {
 
 /// Recovers the flash of a cut run and checks it.
 /// Returns what became of the commit in flight, and how many log entries recovery replayed.
-fn check_point(seed: u64, cut_after: u64, path: CommitPath) -> Result<(InFlight, u64), String> {
+fn check_point(seed: u64, cut_after: u64, setup: Setup) -> Result<(InFlight, u64), String> {
     let Run {
         outcome,
         initial,
@@ -316,7 +327,7 @@ fn check_point(seed: u64, cut_after: u64, path: CommitPath) -> Result<(InFlight,
         namespaces,
         flash,
         ..
-    } = run(seed, Some(cut_after), path)?;
+    } = run(seed, Some(cut_after), setup)?;
     let mut acknowledged = initial;
     for committed in &outcome.log {
         apply(&mut acknowledged, &committed.steps);
@@ -326,7 +337,7 @@ fn check_point(seed: u64, cut_after: u64, path: CommitPath) -> Result<(InFlight,
     if let Some(failed) = in_flight {
         apply(&mut with_in_flight, &failed.steps);
     }
-    let (recovered, replayed) = recover(path, flash, tables, &namespaces)?;
+    let (recovered, replayed) = recover(setup, flash, tables, &namespaces)?;
     if recovered != acknowledged && recovered != with_in_flight {
         let lost: Vec<_> = acknowledged
             .iter()
@@ -375,9 +386,9 @@ fn check_point(seed: u64, cut_after: u64, path: CommitPath) -> Result<(InFlight,
 /// Cuts power after every flash operation of the run (or 400 points spread over them) and checks
 /// each; returns how the commit in flight fared, by name (and `Replayed`: cuts whose recovery
 /// redid log entries into pages), and the dry run.
-fn crash_points(path: CommitPath) -> (BTreeMap<String, u64>, Run) {
+fn crash_points(setup: Setup) -> (BTreeMap<String, u64>, Run) {
     let seed = 11;
-    let dry = run(seed, None, path).expect("dry run");
+    let dry = run(seed, None, setup).expect("dry run");
     assert_eq!(
         dry.outcome.committed, TRANSACTIONS,
         "the dry run committed everything"
@@ -397,7 +408,7 @@ fn crash_points(path: CommitPath) -> (BTreeMap<String, u64>, Run) {
     let mut failures = Vec::new();
     let mut counts = BTreeMap::new();
     for &point in &points {
-        match check_point(seed, point, path) {
+        match check_point(seed, point, setup) {
             Ok((in_flight, replayed)) => {
                 *counts.entry(format!("{in_flight:?}")).or_insert(0) += 1;
                 if replayed > 0 {
@@ -406,14 +417,14 @@ fn crash_points(path: CommitPath) -> (BTreeMap<String, u64>, Run) {
             }
             Err(error) => failures.push(format!(
                 "{} path, seed {seed}, cut after flash operation {point}: {error}",
-                path.name()
+                setup.path.name()
             )),
         }
     }
     println!(
         "host crash, {} path: {} crash points over the {} flash operations after the load; the \
          commit in flight at the cut: {counts:?}; {} failed",
-        path.name(),
+        setup.path.name(),
         points.len(),
         total - first + 1,
         failures.len()
@@ -428,12 +439,18 @@ fn crash_points(path: CommitPath) -> (BTreeMap<String, u64>, Run) {
 
 #[test]
 fn host_crash_every_acknowledged_commit_survives_and_none_is_half_applied() {
-    crash_points(CommitPath::Kaml);
+    crash_points(Setup {
+        path: CommitPath::Kaml,
+        clean_log_share: 1.0,
+    });
 }
 
 #[test]
 fn host_crash_conventional_log_replay_keeps_every_acknowledged_commit_whole() {
-    let (counts, dry) = crash_points(CommitPath::Conventional);
+    let (counts, dry) = crash_points(Setup {
+        path: CommitPath::Conventional,
+        clean_log_share: 1.0,
+    });
     // Acknowledged commits lived only in the log at many cuts: recovery had to redo them.
     assert!(
         counts.get("Replayed").copied().unwrap_or(0) > 0,
@@ -444,6 +461,26 @@ fn host_crash_conventional_log_replay_keeps_every_acknowledged_commit_whole() {
     assert!(
         dry.log_full_checkpoints > 0 && dry.checkpoints > dry.log_full_checkpoints,
         "the run never filled the log ring or never ran the page cleaner: {} full, {} cleaner runs",
+        dry.log_full_checkpoints,
+        dry.checkpoints
+    );
+}
+
+#[test]
+fn host_crash_conventional_background_truncation_keeps_every_acknowledged_commit_whole() {
+    // The cleaner writes whatever the log changed more than half a ring ago: it truncates the
+    // log in the background, cuts land in its rounds, and the ring never fills.
+    let (counts, dry) = crash_points(Setup {
+        path: CommitPath::Conventional,
+        clean_log_share: 0.5,
+    });
+    assert!(
+        counts.get("Replayed").copied().unwrap_or(0) > 0,
+        "no cut left an acknowledged commit only in the log: {counts:?}"
+    );
+    assert!(
+        dry.log_full_checkpoints == 0 && dry.checkpoints > 0,
+        "the cleaner did not keep the log ring from filling: {} full checkpoints, {} cleaner runs",
         dry.log_full_checkpoints,
         dry.checkpoints
     );

@@ -106,6 +106,7 @@ fn open(path: CommitPath, granularity: u64, cache_bytes: u64) -> Host {
         directory_blocks: 64,
         checkpoint_dirty_bytes: 400,
         clean_records_per_commit: 3,
+        clean_log_share: 0.5,
     };
     Host::open(device, config).expect("host")
 }

@@ -32,6 +32,8 @@ fn config(log_blocks: u64) -> HostConfig {
         // The cleaner never runs: every commit lives only in the log.
         checkpoint_dirty_bytes: u64::MAX,
         clean_records_per_commit: 4,
+        // ... nor to truncate the log: only a full ring makes a checkpoint.
+        clean_log_share: 1.0,
     };
     config
 }
@@ -163,5 +165,21 @@ fn host_recovery_replays_the_log_and_refuses_a_damaged_one() {
             assert!(message.contains("log of 16 blocks"), "{message}")
         }
         other => panic!("expected the layout to be refused, got {other:?}"),
+    }
+}
+
+#[test]
+fn host_recovery_refuses_a_cleaner_share_outside_the_ring() {
+    for share in [0.0, -0.5, 1.5, f64::NAN] {
+        let (profile, _) = harness_config_for(Durability::WriteAheadLog(SyncPolicy::EveryCommand));
+        let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+        let mut config = config(16);
+        config.conventional.clean_log_share = share;
+        match Host::open(Arc::new(device(flash)), config).map(|_| ()) {
+            Err(HostError::Invalid(message)) => {
+                assert!(message.contains("share of the log ring"), "{message}")
+            }
+            other => panic!("expected a share of {share} to be refused, got {other:?}"),
+        }
     }
 }

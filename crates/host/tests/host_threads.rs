@@ -71,6 +71,7 @@ fn run(path: CommitPath, granularity: u64) {
         directory_blocks: 64,
         checkpoint_dirty_bytes: 400,
         clean_records_per_commit: 3,
+        clean_log_share: 0.5,
     };
     let mut host = Host::open(device, config).expect("host");
     let table = host.create_table("accounts", 8).expect("table");

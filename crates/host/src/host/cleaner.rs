@@ -1,6 +1,7 @@
-//! The conventional path's page cleaner and checkpoints: dirty records written into their
-//! pages (in key order, or those the oldest log records changed, to truncate the log), and a
-//! full checkpoint that writes them all and then the log's anchor.
+//! The conventional path's page cleaner and checkpoints: a background round of the cleaner at a
+//! commit (the records the oldest log records changed, with the rest of their pages: see the
+//! policy in `conventional::cleaner`), and a full checkpoint that writes every dirty record and
+//! then the log's anchor.
 
 use kvssd_flash::SimTime;
 
@@ -9,11 +10,11 @@ use crate::error::Result;
 use crate::types::TableId;
 
 /// Which dirty records the conventional path's page cleaner writes.
-pub(super) enum Clean<'a> {
-    /// Up to this many, in key order (records of one page together).
-    KeyOrder(usize),
-    /// These (those the oldest log records changed, to truncate the log).
-    Named(&'a [(TableId, Vec<u8>)]),
+enum Clean<'a> {
+    /// Every one (a full checkpoint).
+    All,
+    /// These, with the other dirty records of the pages the cache holds whole among theirs.
+    Pages(&'a [(TableId, Vec<u8>)]),
 }
 
 impl Host {
@@ -25,25 +26,46 @@ impl Host {
 
     /// Writes every dirty record back, then the anchor; returns when the anchor is durable.
     pub(super) fn full_checkpoint(&mut self, at: SimTime) -> Result<SimTime> {
-        let done = self.clean(at, Clean::KeyOrder(usize::MAX))?;
+        let done = self.clean(at, Clean::All)?;
         match &mut self.conventional {
             Some(conventional) => {
                 self.stats.device_commands += 1;
+                conventional.cleaner_busy_until(done);
                 conventional.anchor(&self.device, done)
             }
             None => Ok(at),
         }
     }
 
+    /// Conventional path, after a commit at `at`: starts a round of the page cleaner if one is
+    /// due, in the background (the commit does not wait for it).
+    pub(super) fn clean_in_background(&mut self, at: SimTime) -> Result<()> {
+        let Some(conventional) = &self.conventional else {
+            return Ok(());
+        };
+        let names = conventional.cleaner_round(at, self.cache.dirty_bytes());
+        if names.is_empty() {
+            return Ok(());
+        }
+        let done = self.clean(at, Clean::Pages(&names))?;
+        if let Some(conventional) = &mut self.conventional {
+            conventional.cleaner_busy_until(done);
+        }
+        Ok(())
+    }
+
     /// Conventional path: the page cleaner writes the dirty records `which` names and every
     /// deletion into their pages, issued at `at`; returns when they are written.
-    pub(super) fn clean(&mut self, at: SimTime, which: Clean<'_>) -> Result<SimTime> {
+    fn clean(&mut self, at: SimTime, which: Clean<'_>) -> Result<SimTime> {
         let Some(conventional) = &mut self.conventional else {
             return Ok(at);
         };
         let dirty = match which {
-            Clean::KeyOrder(records) => self.cache.take_dirty(records),
-            Clean::Named(names) => self.cache.take_dirty_named(names),
+            Clean::All => self.cache.take_dirty(usize::MAX),
+            Clean::Pages(names) => {
+                let names = conventional.with_page_mates(&self.tables, names);
+                self.cache.take_dirty_named(&names)
+            }
         };
         note_evictions(&mut self.cache, conventional, &self.tables);
         let cache = &self.cache;
