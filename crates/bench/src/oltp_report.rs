@@ -13,7 +13,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::oltp::{self, OltpReport, OltpResult};
-use crate::report::{escape, grouped_bars, html_page, unique};
+use crate::report::{clock_label, clock_name, escape, grouped_bars, html_page, unique};
 
 /// A run's series name: commit path and lock granularity.
 fn series(result: &OltpResult) -> String {
@@ -64,11 +64,7 @@ pub fn write_plots(report: &OltpReport, directory: &Path) -> io::Result<Vec<Path
             .iter()
             .find(|result| series(result) == name && group(result) == in_group)
     };
-    let clock = if report.simulated {
-        "simulated"
-    } else {
-        "wall-clock"
-    };
+    let clock = clock_name(report.simulated);
 
     let throughput = directory.join("throughput.svg");
     grouped_bars(
@@ -131,11 +127,7 @@ pub fn write_plots(report: &OltpReport, directory: &Path) -> io::Result<Vec<Path
         "{}, seed {}, {} figures. {}",
         escape(&report.benchmark),
         report.seed,
-        if report.simulated {
-            "simulated (virtual clock)"
-        } else {
-            "wall-clock"
-        },
+        clock_label(report.simulated),
         escape(&report.setup)
     );
     let page = html_page(

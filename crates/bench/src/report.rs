@@ -212,11 +212,7 @@ impl BenchReport {
         for note in &self.notes {
             let _ = writeln!(out, "{note}");
         }
-        let clock = if self.simulated {
-            "simulated"
-        } else {
-            "wall-clock"
-        };
+        let clock = clock_name(self.simulated);
         let _ = writeln!(
             out,
             "profile {} · seed {} · latencies in {clock} microseconds · rd/q: flash reads per request · cpu/op: controller µs per request · req%/bg%: request and background threads' utilisation · stall: writers' wait for background work, ms · WAF: the device's since format",
@@ -298,11 +294,7 @@ impl BenchReport {
         let mut files = Vec::new();
         let presets = unique(self.results.iter().map(|result| result.preset.clone()));
         let workloads = unique(self.results.iter().map(|result| result.workload.clone()));
-        let clock = if self.simulated {
-            "simulated"
-        } else {
-            "wall-clock"
-        };
+        let clock = clock_name(self.simulated);
 
         let throughput = directory.join("throughput.svg");
         grouped_bars(
@@ -438,11 +430,7 @@ impl BenchReport {
                 .as_deref()
                 .map(|controller| format!(", controller model {}", escape(controller)))
                 .unwrap_or_default(),
-            if self.simulated {
-                "simulated (virtual clock)"
-            } else {
-                "wall-clock"
-            }
+            clock_label(self.simulated)
         );
         html_page("kvssd bench", &summary, svgs, &self.table())
     }
@@ -644,6 +632,24 @@ fn line_plot(
         .map_err(plot_error)?;
     draw_lines(&mut chart, series)?;
     root.present().map_err(plot_error)
+}
+
+/// How a result's times were measured, in a few words: "simulated" or "wall-clock".
+pub(crate) fn clock_name(simulated: bool) -> &'static str {
+    if simulated {
+        "simulated"
+    } else {
+        "wall-clock"
+    }
+}
+
+/// The same, as a report page's summary says it.
+pub(crate) fn clock_label(simulated: bool) -> &'static str {
+    if simulated {
+        "simulated (virtual clock)"
+    } else {
+        "wall-clock"
+    }
 }
 
 #[cfg(test)]
