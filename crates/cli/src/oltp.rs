@@ -287,30 +287,20 @@ pub(crate) fn run_tpcc(args: TpccArgs) -> ExitCode {
         Err(code) => return code,
     };
     let warehouses = f64::from(config.scale);
-    let clients = f64::from(config.oltp.clients);
-    let mut estimate = String::from(
-        "balls into bins (KAML §V-D2), expected conflicting updates among N = clients \
-         updates arriving together, per table a transaction updates (uniform keys; TPC-C's \
-         terminals and NURand make the real ones hotter):\n",
+    let estimate = conflict_estimate(
+        "per table a transaction updates (uniform keys; TPC-C's terminals and NURand make the \
+         real ones hotter)",
+        &[
+            ("warehouse", warehouses),
+            ("district", warehouses * tpcc::DISTRICTS as f64),
+            (
+                "customer",
+                warehouses * (tpcc::DISTRICTS * tpcc::CUSTOMERS) as f64,
+            ),
+            ("stock", warehouses * tpcc::ITEMS as f64),
+        ],
+        &config.oltp,
     );
-    for (name, keys) in [
-        ("warehouse", warehouses),
-        ("district", warehouses * tpcc::DISTRICTS as f64),
-        (
-            "customer",
-            warehouses * (tpcc::DISTRICTS * tpcc::CUSTOMERS) as f64,
-        ),
-        ("stock", warehouses * tpcc::ITEMS as f64),
-    ] {
-        estimate.push_str(&format!("  {name:<9} K={keys:<10}"));
-        for &granularity in &config.oltp.lock_granularities {
-            estimate.push_str(&format!(
-                "  l={granularity}: {:.2}",
-                oltp::expected_conflicts(keys, granularity as f64, clients)
-            ));
-        }
-        estimate.push('\n');
-    }
     finish(
         &report,
         &estimate,
@@ -390,25 +380,15 @@ pub(crate) fn run_tpcb(args: TpcbArgs) -> ExitCode {
         Err(code) => return code,
     };
     let branches = f64::from(config.scale);
-    let clients = f64::from(config.oltp.clients);
-    let mut estimate = String::from(
-        "balls into bins (KAML §V-D2), expected conflicting updates among N = clients \
-         updates arriving together:\n",
+    let estimate = conflict_estimate(
+        "per table a transaction updates",
+        &[
+            ("branch", branches),
+            ("teller", branches * tpcb::TELLERS_PER_BRANCH as f64),
+            ("account", branches * config.accounts_per_branch as f64),
+        ],
+        &config.oltp,
     );
-    for (name, keys) in [
-        ("branch", branches),
-        ("teller", branches * tpcb::TELLERS_PER_BRANCH as f64),
-        ("account", branches * config.accounts_per_branch as f64),
-    ] {
-        estimate.push_str(&format!("  {name:<8} K={keys:<10}"));
-        for &granularity in &config.oltp.lock_granularities {
-            estimate.push_str(&format!(
-                "  l={granularity}: {:.2}",
-                oltp::expected_conflicts(keys, granularity as f64, clients)
-            ));
-        }
-        estimate.push('\n');
-    }
     finish(
         &report,
         &estimate,
@@ -526,4 +506,26 @@ pub(crate) fn run_ycsb_host(args: crate::args::YcsbArgs) -> ExitCode {
         ),
         Err(code) => code,
     }
+}
+
+/// KAML's balls-into-bins estimate (§V-D2) of conflicting updates among the clients' updates
+/// arriving together, a line per table of `(name, keys)` and a column per lock granularity.
+fn conflict_estimate(about: &str, tables: &[(&str, f64)], oltp: &OltpConfig) -> String {
+    let clients = f64::from(oltp.clients);
+    let width = tables.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+    let mut estimate = format!(
+        "balls into bins (KAML §V-D2), expected conflicting updates among N = clients updates \
+         arriving together, {about}:\n"
+    );
+    for &(name, keys) in tables {
+        estimate.push_str(&format!("  {name:<width$} K={keys:<10}"));
+        for &granularity in &oltp.lock_granularities {
+            estimate.push_str(&format!(
+                "  l={granularity}: {:.2}",
+                oltp::expected_conflicts(keys, granularity as f64, clients)
+            ));
+        }
+        estimate.push('\n');
+    }
+    estimate
 }
