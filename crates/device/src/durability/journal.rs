@@ -298,7 +298,7 @@ impl Journal {
         let mut t = at;
         if let Some(page) = self.writer.flush() {
             t = self.program_log_page(space, at, &page)?;
-            self.unsynced_pages = true;
+            self.unsynced_pages |= self.sync_media;
         }
         if self.unsynced_pages {
             self.sync_flash(space)?;
