@@ -68,6 +68,18 @@ impl Space {
     /// GC still reads it with its block, at the same cost, and skips it.
     pub fn invalidate_meta(&mut self, page: PageIndex) {
         self.invalidate_meta_bytes(page, u64::from(self.geometry.page_bytes));
+        self.discard_consumed_meta(page);
+    }
+
+    /// Frees the media's bytes of a meta page that a step in progress has read for the last time
+    /// and will report invalid when it completes ([`Space::invalidate_meta`]), if no other reader
+    /// can reach it (the same rule as there). The page stays valid for the space's accounting
+    /// until then, so GC and the counters see exactly what they would without this call; only
+    /// compact media free anything. A merge streams its lower level through this, so that the
+    /// old level and the new one never both sit in memory. A step that fails after this call
+    /// leaves a reference to a page that reads as [`kvssd_flash::FlashError::Discarded`] — a
+    /// typed error, never wrong bytes.
+    pub fn discard_consumed_meta(&mut self, page: PageIndex) {
         let block = page.0 / u64::from(self.geometry.pages_per_block);
         let unreachable = self.blocks.get(block as usize).is_some_and(|info| {
             info.usage == BlockUse::Used(Stream::Meta)

@@ -369,3 +369,43 @@ fn space_invalidated_meta_pages_are_discarded_unless_a_snapshot_reaches_them() {
         "every page of the victim is read"
     );
 }
+
+#[test]
+fn space_consumed_meta_pages_free_their_bytes_but_stay_valid_until_invalidated() {
+    let profile = Profile::test_min();
+    let flash = Flash::new_on(
+        &kvssd_flash::MediaKind::Compact,
+        profile.geometry,
+        Some(profile.timing),
+    )
+    .expect("flash");
+    let mut config = SpaceConfig::for_geometry(&profile.geometry);
+    config.logs = 1;
+    config.gc_reserve_blocks = 4;
+    let mut space = Space::open(flash, config).expect("space");
+    let page_bytes = profile.geometry.page_bytes as usize;
+    let page_of = |seed: u8| -> Vec<u8> { (0..page_bytes).map(|i| (i as u8) ^ seed).collect() };
+    let (read_once, _) = space
+        .write_meta(0, Purpose::Index, 0, &page_of(1))
+        .expect("write");
+    let (protected, _) = space
+        .write_meta(0, Purpose::Index, 0, &page_of(2))
+        .expect("write");
+    let valid = space.valid_bytes();
+    // A snapshot taken now may still read `protected`: its bytes stay.
+    let token = space.protect(0);
+    space.discard_consumed_meta(protected);
+    let (bytes, _) = space.read_page(0, protected, Purpose::Index).expect("kept");
+    assert_eq!(bytes, page_of(2));
+    space.unprotect(0, token);
+    let held = space.flash().media_bytes();
+    space.discard_consumed_meta(read_once);
+    assert!(space.flash().media_bytes() < held, "its bytes are freed");
+    assert_eq!(space.valid_bytes(), valid, "both pages are still valid");
+    assert!(matches!(
+        space.read_page(0, read_once, Purpose::Index),
+        Err(SpaceError::Flash(kvssd_flash::FlashError::Discarded { .. }))
+    ));
+    space.invalidate_meta(read_once);
+    assert_eq!(space.valid_bytes(), valid - page_bytes as u64);
+}

@@ -8,13 +8,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kvssd_flash::{Lane, Purpose, SimTime};
-use kvssd_space::RecordPointer;
 
-use super::bloom::Bloom;
-use super::level::{self, Level, Segment};
+use super::level;
 use super::segment::{self, Entry};
 use super::{in_background, Admission, LsmTree, Result, Step};
-use crate::{EngineError, MERGE_ACCELERATOR_NS_PER_KIB};
+use crate::EngineError;
 use kvssd_space::Space;
 
 impl LsmTree {
@@ -148,140 +146,6 @@ impl LsmTree {
             all.extend(entries);
         }
         Ok((all, done))
-    }
-
-    /// Merges sorted `upper` entries (newer) into level `target` (creating it if it is the next
-    /// one), writing the level anew. Superseded records are reported to the space layer; tombstones
-    /// are dropped when `target` is the last level.
-    pub(super) fn merge_into(
-        &mut self,
-        space: &mut Space,
-        at: SimTime,
-        upper: Vec<Entry>,
-        target: usize,
-    ) -> Result<SimTime> {
-        let mut t = at;
-        if target == self.levels.len() {
-            self.levels.push(Level {
-                pinned: self.features.pinning && target < self.pinned_target,
-                ..Level::default()
-            });
-        }
-        let (lower, read) = self.level_entries(space, t, target, Purpose::Compaction)?;
-        t = read;
-        let last = target + 1 == self.levels.len();
-        // PinK+HW: the accelerator does the sort, so its comparisons and copies are not the
-        // cores' (they are counted, then handed to the accelerator by the bytes streamed).
-        let cpu_before = self.cpu_pending;
-        let streamed_bytes: u64 = if self.features.merge_accelerator {
-            upper
-                .iter()
-                .chain(lower.iter())
-                .map(|entry| entry.encoded_bytes() as u64)
-                .sum()
-        } else {
-            0
-        };
-        let mut merged = Vec::with_capacity(upper.len() + lower.len());
-        let mut superseded: Vec<Entry> = Vec::new();
-        let mut upper = upper.into_iter().peekable();
-        let mut lower = lower.into_iter().peekable();
-        loop {
-            let take_upper = match (upper.peek(), lower.peek()) {
-                (None, None) => break,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some(u), Some(l)) => match self.cpu_pending.compare(&u.key, &l.key) {
-                    std::cmp::Ordering::Less => true,
-                    std::cmp::Ordering::Greater => false,
-                    std::cmp::Ordering::Equal => {
-                        // The newer entry wins; the older one's record is garbage now.
-                        if let Some(old) = lower.next() {
-                            superseded.push(old);
-                        }
-                        true
-                    }
-                },
-            };
-            let next = if take_upper {
-                upper.next()
-            } else {
-                lower.next()
-            };
-            let Some(entry) = next else { break };
-            self.cpu_pending.entries_merged += 1;
-            self.cpu_pending.bytes_copied += entry.encoded_bytes() as u64;
-            if last && entry.is_tombstone() {
-                continue;
-            }
-            merged.push(entry);
-        }
-        if self.features.merge_accelerator {
-            self.cpu_pending = cpu_before;
-            let cost_ns = streamed_bytes * MERGE_ACCELERATOR_NS_PER_KIB / 1024;
-            t = space.accelerate(t, cost_ns);
-        }
-        t = self.charge(space, t);
-        let pinned = self.levels[target].pinned;
-        let bits = self.bloom_bits_for(target);
-        let key_bytes: u64 = merged.iter().map(|entry| entry.key.len() as u64).sum();
-        let count = merged.len() as u64;
-        let mut new_segments = Vec::new();
-        let mut done = t;
-        for entries in segment::pack(merged, self.page_bytes) {
-            let start_key = entries[0].key.clone();
-            let bloom = (self.features.bloom_filters && bits > 0.0).then(|| {
-                Arc::new(Bloom::build(
-                    entries.iter().map(|entry| entry.key.as_slice()),
-                    bits,
-                    &mut self.cpu_pending,
-                ))
-            });
-            let (page, entries) = if pinned {
-                (None, Some(Arc::new(entries)))
-            } else {
-                let image = segment::encode(&entries, self.page_bytes);
-                let (page, finished) =
-                    space.write_meta(t, Purpose::Compaction, self.config.namespace, &image)?;
-                done = done.max(finished);
-                (Some(page), None)
-            };
-            new_segments.push(Segment {
-                prefix: 0,
-                start_key,
-                range_pointer: 0,
-                page,
-                entries,
-                bloom,
-            });
-        }
-        t = done;
-        let prefix_offset = level::set_prefixes(&mut new_segments);
-        let level = &mut self.levels[target];
-        level.prefix_offset = prefix_offset;
-        let old = std::mem::replace(&mut level.segments, Arc::new(new_segments));
-        level.entries = count;
-        level.key_bytes = key_bytes;
-        for segment in old.iter() {
-            if let Some(page) = segment.page {
-                space.invalidate_meta(page);
-            }
-        }
-        for entry in superseded {
-            if !entry.is_tombstone() {
-                space.invalidate_record(
-                    RecordPointer::from_raw(entry.pointer),
-                    entry.key.len(),
-                    entry.value_len as usize,
-                );
-            }
-        }
-        self.relink(target);
-        level::assert_installed(&self.levels, target);
-        if last {
-            self.activity.last_level_compactions += 1;
-        }
-        Ok(self.charge(space, t))
     }
 
     /// Recomputes the range pointers into and out of level `index`.

@@ -25,6 +25,7 @@ mod durable;
 mod gc;
 pub mod inspect;
 pub(crate) mod level;
+mod merge;
 mod read;
 mod reserve;
 pub(crate) mod segment;

@@ -40,23 +40,39 @@ impl Entry {
     }
 }
 
-/// Splits sorted entries into meta segments, filling each page greedily.
-pub(crate) fn pack(entries: Vec<Entry>, page_bytes: usize) -> Vec<Vec<Entry>> {
-    let mut segments = Vec::new();
-    let mut current = Vec::new();
-    let mut used = HEADER_BYTES;
-    for entry in entries {
-        if used + entry.encoded_bytes() > page_bytes && !current.is_empty() {
-            segments.push(std::mem::take(&mut current));
-            used = HEADER_BYTES;
+/// Splits sorted entries into meta segments as they come, filling each page greedily.
+pub(crate) struct Packing {
+    page_bytes: usize,
+    used: usize,
+    current: Vec<Entry>,
+}
+
+impl Packing {
+    pub(crate) fn new(page_bytes: usize) -> Packing {
+        Packing {
+            page_bytes,
+            used: HEADER_BYTES,
+            current: Vec::new(),
         }
-        used += entry.encoded_bytes();
-        current.push(entry);
     }
-    if !current.is_empty() {
-        segments.push(current);
+
+    /// Adds the next entry; returns the segment it closed, if it did not fit after it.
+    pub(crate) fn push(&mut self, entry: Entry) -> Option<Vec<Entry>> {
+        let closed = (self.used + entry.encoded_bytes() > self.page_bytes
+            && !self.current.is_empty())
+        .then(|| self.finish())
+        .flatten();
+        self.used += entry.encoded_bytes();
+        self.current.push(entry);
+        closed
     }
-    segments
+
+    /// The last segment, if any entry is left.
+    pub(crate) fn finish(&mut self) -> Option<Vec<Entry>> {
+        self.used = HEADER_BYTES;
+        let segment = std::mem::take(&mut self.current);
+        (!segment.is_empty()).then_some(segment)
+    }
 }
 
 /// Encodes one segment into a page image.
@@ -207,7 +223,12 @@ mod tests {
     #[test]
     fn segment_round_trip_and_search() {
         let entries: Vec<Entry> = (0..40).map(|i| entry(&format!("k{i:03}"), i)).collect();
-        let segments = pack(entries.clone(), 512);
+        let mut packing = Packing::new(512);
+        let mut segments: Vec<Vec<Entry>> = entries
+            .iter()
+            .filter_map(|entry| packing.push(entry.clone()))
+            .collect();
+        segments.extend(packing.finish());
         assert!(segments.len() > 1);
         let mut all = Vec::new();
         for segment in &segments {
