@@ -171,6 +171,13 @@ pub(crate) fn run_phases(
             if !shape.is_empty() {
                 notes.push(format!("{preset} after load: {shape}"));
             }
+            let media_bytes = target.device().stats().map_or(0, |stats| stats.media_bytes);
+            if media_bytes > 0 {
+                notes.push(format!(
+                    "{preset} after load: the simulated media hold {:.0} MiB of page content",
+                    media_bytes as f64 / (1 << 20) as f64
+                ));
+            }
         }
     }
     Ok((results, notes, target))

@@ -324,6 +324,7 @@ impl Device {
             device_gc_victims: core.device_gc_victims,
             flash: core.space.flash().counters(),
             controller: core.space.flash().busy(),
+            media_bytes: core.space.flash().media_bytes(),
         })
     }
 

@@ -336,4 +336,6 @@ pub struct DeviceStats {
     pub flash: kvssd_flash::Counters,
     /// Controller work booked so far, by thread (simulated nanoseconds; zero without timing).
     pub controller: kvssd_flash::Busy,
+    /// Bytes of host memory the simulated media keeps its pages in (zero on file media).
+    pub media_bytes: u64,
 }
