@@ -221,6 +221,8 @@ pub(crate) struct CompactMedia {
     blocks: Vec<Vec<Option<Box<[u8]>>>>,
     /// Bytes of the encodings held.
     stored: u64,
+    /// Bytes of the blocks' page tables (kept as a sum: statistics read it per request).
+    tables: u64,
 }
 
 /// What reading a page of the compact media can find instead of its bytes.
@@ -240,6 +242,7 @@ impl CompactMedia {
             scratch: Vec::new(),
             blocks: (0..geometry.blocks_total()).map(|_| Vec::new()).collect(),
             stored: 0,
+            tables: 0,
         }
     }
 
@@ -293,6 +296,7 @@ impl CompactMedia {
         }
         if pages.capacity() == 0 {
             pages.reserve_exact(pages_per_block);
+            self.tables += table_bytes(pages);
         }
         self.slot[..self.page_bytes].copy_from_slice(data);
         self.slot[self.page_bytes..].copy_from_slice(oob);
@@ -329,19 +333,20 @@ impl CompactMedia {
         if let Some(pages) = self.blocks.get_mut(block as usize) {
             let freed: usize = pages.iter().flatten().map(|encoded| encoded.len()).sum();
             self.stored -= freed as u64;
+            self.tables -= table_bytes(pages);
             *pages = Vec::new();
         }
     }
 
     /// Bytes of encodings held now, and the table of a block's pages for each block in use.
     pub(crate) fn stored_bytes(&self) -> u64 {
-        let tables: usize = self
-            .blocks
-            .iter()
-            .map(|pages| pages.capacity() * std::mem::size_of::<Option<Box<[u8]>>>())
-            .sum();
-        self.stored + tables as u64
+        self.stored + self.tables
     }
+}
+
+/// Bytes of one block's table of pages.
+fn table_bytes(pages: &Vec<Option<Box<[u8]>>>) -> u64 {
+    (pages.capacity() * std::mem::size_of::<Option<Box<[u8]>>>()) as u64
 }
 
 #[cfg(test)]

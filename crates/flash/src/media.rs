@@ -165,6 +165,8 @@ pub(crate) struct RamMedia {
     page_bytes: usize,
     pages_per_block: u64,
     blocks: Vec<Option<Box<[u8]>>>,
+    /// Blocks allocated so far (statistics read it per request: no walk over every block).
+    held_blocks: u64,
 }
 
 impl RamMedia {
@@ -174,12 +176,12 @@ impl RamMedia {
             page_bytes: geometry.page_bytes as usize,
             pages_per_block: u64::from(geometry.pages_per_block),
             blocks: (0..geometry.blocks_total()).map(|_| None).collect(),
+            held_blocks: 0,
         }
     }
 
     fn held_bytes(&self) -> u64 {
-        let block_bytes = self.slot_bytes as u64 * self.pages_per_block;
-        self.blocks.iter().filter(|block| block.is_some()).count() as u64 * block_bytes
+        self.held_blocks * self.slot_bytes as u64 * self.pages_per_block
     }
 
     fn slot(&self, index: u64) -> (usize, usize) {
@@ -207,7 +209,11 @@ impl RamMedia {
     fn write(&mut self, index: u64, data: &[u8], oob: &[u8]) {
         let (block, offset) = self.slot(index);
         let block_bytes = self.slot_bytes * self.pages_per_block as usize;
-        let bytes = self.blocks[block].get_or_insert_with(|| vec![0u8; block_bytes].into());
+        let held_blocks = &mut self.held_blocks;
+        let bytes = self.blocks[block].get_or_insert_with(|| {
+            *held_blocks += 1;
+            vec![0u8; block_bytes].into()
+        });
         let slot = &mut bytes[offset..offset + self.slot_bytes];
         slot[..self.page_bytes].copy_from_slice(data);
         slot[self.page_bytes..].copy_from_slice(oob);
