@@ -252,12 +252,13 @@ pub fn description_of(number: u64, version: u64, value_bytes: usize) -> [u8; DES
 /// it is. Values differ per key, version and length.
 pub fn value_of(number: u64, version: u64, value_bytes: usize) -> Vec<u8> {
     let description = description_of(number, version, value_bytes);
-    description
-        .iter()
-        .cycle()
-        .take(value_bytes)
-        .copied()
-        .collect()
+    let mut value = Vec::with_capacity(value_bytes);
+    // Whole descriptions, then the cut one: a copy per 16 bytes, not a step per byte.
+    while value.len() + DESCRIPTION_BYTES <= value_bytes {
+        value.extend_from_slice(&description);
+    }
+    value.extend_from_slice(&description[..value_bytes - value.len()]);
+    value
 }
 
 /// What a value read back says about itself: the write it is, if it is exactly the value
