@@ -25,6 +25,7 @@
 //! long, or more than [`FILL_MIN`] bytes if it is one byte repeated. Decoding checks every length
 //! against the slot and the encoding: a malformed encoding is an error, never wrong bytes.
 
+use crate::arena::BlockArena;
 use crate::{Geometry, PageAddress};
 
 /// Period of the runs the encoding recognises: a value description's size.
@@ -210,19 +211,18 @@ fn repeat(pattern: &[u8], target: &mut [u8]) {
     }
 }
 
-/// Pages in memory in the encoding above, each in an allocation of its encoding's size (so that
-/// freeing one, at a discard or an erase, leaves memory the allocator reuses for the next pages).
+/// Pages in memory in the encoding above, each block's packed end to end in chunks
+/// ([`crate::arena`]): no allocation a page, and a chunk freed once every page in it is discarded.
 pub(crate) struct CompactMedia {
     geometry: Geometry,
     page_bytes: usize,
     slot: Vec<u8>,
     scratch: Vec<u8>,
-    /// By block, its programmed pages in order: `None` once discarded.
-    blocks: Vec<Vec<Option<Box<[u8]>>>>,
-    /// Bytes of the encodings held.
+    straddling: Vec<u8>,
+    /// By block, its programmed pages in order.
+    blocks: Vec<BlockArena>,
+    /// Bytes the blocks hold (kept as a sum: statistics read it per request).
     stored: u64,
-    /// Bytes of the blocks' page tables (kept as a sum: statistics read it per request).
-    tables: u64,
 }
 
 /// What reading a page of the compact media can find instead of its bytes.
@@ -240,9 +240,11 @@ impl CompactMedia {
             page_bytes: geometry.page_bytes as usize,
             slot: vec![0u8; (geometry.page_bytes + geometry.oob_bytes) as usize],
             scratch: Vec::new(),
-            blocks: (0..geometry.blocks_total()).map(|_| Vec::new()).collect(),
+            straddling: Vec::new(),
+            blocks: (0..geometry.blocks_total())
+                .map(|_| BlockArena::default())
+                .collect(),
             stored: 0,
-            tables: 0,
         }
     }
 
@@ -266,12 +268,14 @@ impl CompactMedia {
         let Some(pages) = self.blocks.get(block) else {
             return Err(Unreadable::Malformed("the page is outside the media"));
         };
-        let Some(stored) = pages.get(page) else {
+        if page >= pages.len() {
             data.fill(0xFF);
             oob.fill(0);
             return Ok(());
-        };
-        let encoded = stored.as_deref().ok_or(Unreadable::Discarded)?;
+        }
+        let encoded = pages
+            .get(page, &mut self.straddling)
+            .ok_or(Unreadable::Discarded)?;
         decode(encoded, &mut self.slot).map_err(Unreadable::Malformed)?;
         data.copy_from_slice(&self.slot[..self.page_bytes]);
         oob.copy_from_slice(&self.slot[self.page_bytes..]);
@@ -287,23 +291,19 @@ impl CompactMedia {
     ) -> Result<(), (PageAddress, Malformed)> {
         let (block, page) = self.locate(index);
         let address = self.geometry.page_at(index);
-        let pages_per_block = self.geometry.pages_per_block as usize;
         let Some(pages) = self.blocks.get_mut(block) else {
             return Err((address, "the page is outside the media"));
         };
         if pages.len() != page {
             return Err((address, "pages of a block must be stored in order"));
         }
-        if pages.capacity() == 0 {
-            pages.reserve_exact(pages_per_block);
-            self.tables += table_bytes(pages);
-        }
         self.slot[..self.page_bytes].copy_from_slice(data);
         self.slot[self.page_bytes..].copy_from_slice(oob);
         self.scratch.clear();
         encode(&self.slot, &mut self.scratch);
-        self.stored += self.scratch.len() as u64;
-        pages.push(Some(self.scratch.as_slice().into()));
+        let before = pages.held_bytes();
+        pages.push(&self.scratch);
+        self.stored = self.stored + pages.held_bytes() - before;
         Ok(())
     }
 
@@ -312,41 +312,27 @@ impl CompactMedia {
     /// discarded.
     pub(crate) fn discard(&mut self, index: u64) -> bool {
         let (block, page) = self.locate(index);
-        let Some(stored) = self
-            .blocks
-            .get_mut(block)
-            .and_then(|pages| pages.get_mut(page))
-        else {
+        let Some(pages) = self.blocks.get_mut(block) else {
             return false;
         };
-        match stored.take() {
-            Some(encoded) => {
-                self.stored -= encoded.len() as u64;
-                true
-            }
-            None => false,
-        }
+        let before = pages.held_bytes();
+        let discarded = pages.discard(page);
+        self.stored = self.stored + pages.held_bytes() - before;
+        discarded
     }
 
     /// Forgets a block's pages and frees their memory.
     pub(crate) fn erase(&mut self, block: u64) {
         if let Some(pages) = self.blocks.get_mut(block as usize) {
-            let freed: usize = pages.iter().flatten().map(|encoded| encoded.len()).sum();
-            self.stored -= freed as u64;
-            self.tables -= table_bytes(pages);
-            *pages = Vec::new();
+            self.stored -= pages.held_bytes();
+            *pages = BlockArena::default();
         }
     }
 
-    /// Bytes of encodings held now, and the table of a block's pages for each block in use.
+    /// Bytes the media hold now: the blocks' chunks and tables.
     pub(crate) fn stored_bytes(&self) -> u64 {
-        self.stored + self.tables
+        self.stored
     }
-}
-
-/// Bytes of one block's table of pages.
-fn table_bytes(pages: &Vec<Option<Box<[u8]>>>) -> u64 {
-    (pages.capacity() * std::mem::size_of::<Option<Box<[u8]>>>()) as u64
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@
 //! assert!(read.done_at > programmed_at);
 //! ```
 
+mod arena;
 mod background;
 pub mod codec;
 mod compact;
