@@ -24,7 +24,8 @@ use crate::bench::{run_gc, run_kaml_micro, run_seek, run_ycsb};
 /// jemalloc rather than the system allocator: a simulated run allocates and frees small buffers
 /// (keys, values, merge outputs, calendar entries) at a high rate, and glibc's allocator took about
 /// 40% of a Load's time. (mimalloc was as fast but kept each exited thread's memory, so `kvssd
-/// serve`'s resident memory grew with the connections it had closed.)
+/// serve`'s resident memory grew with the connections it had closed.) Its options are compiled in
+/// from `.cargo/config.toml`.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
