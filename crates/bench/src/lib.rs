@@ -32,6 +32,7 @@ pub mod flash_bench;
 pub mod gc;
 pub mod heights;
 pub mod kaml_micro;
+pub mod memory;
 pub mod oltp;
 pub mod oltp_report;
 pub mod profile;

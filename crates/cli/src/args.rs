@@ -24,6 +24,9 @@ pub(crate) struct RunArgs {
     /// Presets simulated at once, each on its own thread (figures do not depend on it).
     #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
     pub(crate) threads: usize,
+    /// Start even if the run's estimated memory exceeds what the system has available.
+    #[arg(long)]
+    pub(crate) no_memory_check: bool,
 }
 
 #[derive(Debug, Args)]

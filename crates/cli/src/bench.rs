@@ -66,6 +66,9 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         controller_name(args.controller),
         config.seed
     );
+    if let Err(code) = fits_in_memory(&config.profile, config.presets.len(), &args.run) {
+        return code;
+    }
     let started = std::time::Instant::now();
     let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
         ycsb::run(&config, threads, progress)
@@ -119,6 +122,14 @@ fn run_heights(
             profile.l1_entries,
             profile.tree_after_load()
         );
+    }
+    let largest = profiles
+        .iter()
+        .map(|(_, profile)| profile)
+        .max_by_key(|profile| kvssd_bench::memory::preset_peak_bytes(profile))
+        .unwrap_or(base);
+    if let Err(code) = fits_in_memory(largest, config.labels().len(), run) {
+        return code;
     }
     let started = std::time::Instant::now();
     let report = match run_presets_with_bars(&config.labels(), run, |threads, progress| {
@@ -288,6 +299,9 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
         controller_name(controller),
         config.seed
     );
+    if let Err(code) = fits_in_memory(&config.profile, config.presets.len(), &args.run) {
+        return code;
+    }
     let started = std::time::Instant::now();
     let report = match run_presets_with_bars(&config.presets, &args.run, |threads, progress| {
         gc::run(&config, threads, progress)
@@ -690,4 +704,25 @@ pub(crate) fn plots_written(
             false
         }
     }
+}
+
+/// Refuses, with one line, a run whose presets would not fit in the memory the system has
+/// available (`kvssd_bench::memory`), unless `--no-memory-check`.
+pub(crate) fn fits_in_memory(
+    profile: &kvssd_bench::profile::BenchProfile,
+    presets: usize,
+    run: &RunArgs,
+) -> Result<(), ExitCode> {
+    use kvssd_bench::memory;
+    if run.no_memory_check {
+        return Ok(());
+    }
+    let Some(available) = memory::available_bytes() else {
+        return Ok(());
+    };
+    let per_preset = memory::preset_peak_bytes(profile);
+    memory::check_fits(per_preset, presets, run.threads, available).map_err(|line| {
+        eprintln!("kvssd: {line}");
+        ExitCode::from(2)
+    })
 }

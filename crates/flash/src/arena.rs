@@ -8,8 +8,8 @@
 //! count reaches zero, so discarding pages (a merge reading its lower level) frees memory as it
 //! goes rather than at the block's erase.
 
-/// Bytes of one chunk.
-pub(crate) const CHUNK_BYTES: usize = 16 << 10;
+/// Bytes of one chunk of compact media.
+pub const CHUNK_BYTES: usize = 16 << 10;
 
 /// Where a page's encoding lies in its block's stream of bytes, or that it was discarded.
 #[derive(Debug, Clone, Copy)]

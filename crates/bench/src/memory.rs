@@ -1,0 +1,122 @@
+//! Host memory a benchmark needs, estimated before it starts: a configuration that would not fit
+//! the machine is refused with one line rather than swapping, or being killed, an hour in.
+//!
+//! The estimate of one preset's peak is what its simulated media hold plus what the process keeps
+//! besides, from the profile alone:
+//!
+//! * **ram media** keep every block programmed, and GC programs them all in time: the whole card.
+//! * **compact media** keep per record its header, key and value description on a data page
+//!   ([`COMPACT_DATA_RECORD_BYTES`] beyond the key) and one index entry on a meta page (the key and
+//!   [`INDEX_ENTRY_BYTES`]), plus per block half a chunk of slack and its tables.
+//! * **the process** holds more than its media: the allocator keeps freed memory for a moment,
+//!   merges hold a level's new pages before they are written, and the engines, the calendars and
+//!   the runner have their own; on compact media all of it is taken in proportion to the media
+//!   ([`RESIDENT_PER_MEDIA_BYTE`]), on the others as a fixed part ([`FIXED_BYTES`]).
+//!
+//! Calibrated on one measurement, validated on another (both in docs/design.md, "Host memory"):
+//! the ratio comes from a `pink` Load on the paper profile's card at 32 blocks per die (2.75M
+//! pairs); the estimate is checked against the paper profile's own Load (44M pairs).
+
+use crate::profile::BenchProfile;
+use kvssd_flash::MediaKind;
+
+/// Bytes a record takes on a compact data page beyond its key: its 12-byte header, its value's
+/// 16-byte description with the encoding's run header, and its share of the page's padding and
+/// out-of-band bytes.
+pub const COMPACT_DATA_RECORD_BYTES: u64 = 12 + 24 + 8;
+/// Bytes an index entry takes on a meta page beyond its key (length, pointer, value length,
+/// offset slot).
+pub const INDEX_ENTRY_BYTES: u64 = 15;
+/// Peak resident bytes of the process per byte its compact media hold after Load: 473 MB at the
+/// peak against 362 MB held at the end of the calibrating Load.
+pub const RESIDENT_PER_MEDIA_BYTE: f64 = 1.31;
+/// Resident bytes of the process besides its media, on ram and file media.
+pub const FIXED_BYTES: u64 = 96 << 20;
+
+/// The expected peak resident memory of one preset's run on `profile`, bytes.
+pub fn preset_peak_bytes(profile: &BenchProfile) -> u64 {
+    let geometry = &profile.flash.geometry;
+    let blocks = geometry.blocks_total();
+    let block_bytes =
+        u64::from(geometry.pages_per_block) * u64::from(geometry.page_bytes + geometry.oob_bytes);
+    match &profile.media {
+        MediaKind::Ram => blocks * block_bytes + FIXED_BYTES,
+        MediaKind::Compact => {
+            let key = profile.key_bytes as u64;
+            let per_record = (key + COMPACT_DATA_RECORD_BYTES) + (key + INDEX_ENTRY_BYTES);
+            let per_block = (kvssd_flash::COMPACT_CHUNK_BYTES / 2) as u64
+                + 8 * u64::from(geometry.pages_per_block);
+            let held = profile.records * per_record + blocks * per_block;
+            (held as f64 * RESIDENT_PER_MEDIA_BYTE) as u64
+        }
+        MediaKind::File(_) => FIXED_BYTES,
+    }
+}
+
+/// Bytes of memory the system can give now (`MemAvailable` of `/proc/meminfo`); `None` where it
+/// cannot be read.
+pub fn available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text
+        .lines()
+        .find(|line| line.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Checks that `presets` runs of `per_preset` bytes each, `threads` at a time, fit in `available`
+/// bytes; `Err` is the one line to print.
+pub fn check_fits(
+    per_preset: u64,
+    presets: usize,
+    threads: usize,
+    available: u64,
+) -> Result<(), String> {
+    let at_once = presets.min(threads).max(1) as u64;
+    let needed = per_preset * at_once;
+    if needed <= available {
+        return Ok(());
+    }
+    let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
+    let advice = if at_once > 1 && per_preset <= available {
+        format!(
+            "run at most {} presets at once (--threads {})",
+            (available / per_preset).max(1),
+            (available / per_preset).max(1)
+        )
+    } else {
+        "use a smaller card (--blocks-per-die) or fewer records (--records)".to_string()
+    };
+    Err(format!(
+        "this run would need about {:.1} GiB of memory ({at_once} preset(s) at once, {:.1} GiB each) and {:.1} GiB is available: {advice}, or pass --no-memory-check",
+        gib(needed),
+        gib(per_preset),
+        gib(available)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_paper_profile_on_ram_media_needs_its_whole_card() {
+        let mut paper = BenchProfile::paper();
+        let compact = preset_peak_bytes(&paper);
+        paper.media = MediaKind::Ram;
+        let ram = preset_peak_bytes(&paper);
+        assert!(ram > 64 << 30, "{ram}");
+        assert!(compact < ram / 4, "{compact} against {ram}");
+    }
+
+    #[test]
+    fn a_run_that_does_not_fit_is_refused_with_advice() {
+        let gib = 1u64 << 30;
+        assert!(check_fits(7 * gib, 3, 2, 23 * gib).is_ok());
+        let error = check_fits(7 * gib, 3, 3, 20 * gib).expect_err("21 GiB > 20 GiB");
+        assert!(error.contains("--threads 2"), "{error}");
+        let error = check_fits(30 * gib, 1, 2, 20 * gib).expect_err("one preset too big");
+        assert!(error.contains("--blocks-per-die"), "{error}");
+        assert!(!error.contains('\n'), "one line");
+    }
+}
