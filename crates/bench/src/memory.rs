@@ -14,8 +14,9 @@
 //!   ([`RESIDENT_PER_MEDIA_BYTE`]), on the others as a fixed part ([`FIXED_BYTES`]).
 //!
 //! Calibrated on one measurement, validated on another (both in docs/design.md, "Host memory"):
-//! the ratio comes from a `pink` Load on the paper profile's card at 32 blocks per die (2.75M
-//! pairs); the estimate is checked against the paper profile's own Load (44M pairs).
+//! the ratio comes from `pink` on the paper profile's card at 32 blocks per die (Load of 2.75M
+//! pairs, then 1M requests of C); the estimate is checked against the paper profile's own Load
+//! and C (44M pairs, 10M requests).
 
 use crate::profile::BenchProfile;
 use kvssd_flash::MediaKind;
@@ -27,9 +28,9 @@ pub const COMPACT_DATA_RECORD_BYTES: u64 = 12 + 24 + 8;
 /// Bytes an index entry takes on a meta page beyond its key (length, pointer, value length,
 /// offset slot).
 pub const INDEX_ENTRY_BYTES: u64 = 15;
-/// Peak resident bytes of the process per byte its compact media hold after Load: 473 MB at the
-/// peak against 362 MB held at the end of the calibrating Load.
-pub const RESIDENT_PER_MEDIA_BYTE: f64 = 1.31;
+/// Peak resident bytes of the process per byte its compact media hold after Load: 431 MB at the
+/// peak against 355 MB held after the calibrating Load.
+pub const RESIDENT_PER_MEDIA_BYTE: f64 = 1.21;
 /// Resident bytes of the process besides its media, on ram and file media.
 pub const FIXED_BYTES: u64 = 96 << 20;
 

@@ -1,15 +1,19 @@
 //! One block's page encodings for compact media, packed end to end in chunks of [`CHUNK_BYTES`]
-//! (an allocator size class, so nothing is lost to rounding) rather than one allocation a page.
+//! rather than one allocation a page.
 //!
 //! A page of records encodes to about 500 bytes and a meta page to a little over 8 KiB; one
 //! allocation each was rounded up by the allocator's size classes (a 520-byte encoding took 640
-//! bytes, an 8.2 KiB one 10 KiB), a fifth of all memory at PinK's scale. A page may straddle two
-//! chunks. Each chunk counts the pages not yet discarded that lie in it, and is freed when that
-//! count reaches zero, so discarding pages (a merge reading its lower level) frees memory as it
-//! goes rather than at the block's erase.
+//! bytes, an 8.2 KiB one 10 KiB), a fifth of all memory at PinK's scale. A chunk is 14 KiB, the
+//! largest of jemalloc's small size classes: small allocations come from slabs, exactly, where
+//! 16 KiB and more are large allocations that jemalloc pads with a page (a `pink` run on compact
+//! media peaked at 482 MB resident with 16 KiB chunks, 421 MB with 14 KiB ones).
+//!
+//! A page may straddle two chunks. Each chunk counts the pages not yet discarded that lie in it,
+//! and is freed when that count reaches zero, so discarding pages (a merge reading its lower
+//! level) frees memory as it goes rather than at the block's erase.
 
 /// Bytes of one chunk of compact media.
-pub const CHUNK_BYTES: usize = 16 << 10;
+pub const CHUNK_BYTES: usize = 14 << 10;
 
 /// Where a page's encoding lies in its block's stream of bytes, or that it was discarded.
 #[derive(Debug, Clone, Copy)]
