@@ -12,8 +12,18 @@
 //! and is freed when that count reaches zero, so discarding pages (a merge reading its lower
 //! level) frees memory as it goes rather than at the block's erase.
 
-/// Bytes of one chunk of compact media.
+/// Bytes of one chunk of compact media (larger for pages whose encoding may not fit in it, see
+/// [`chunk_bytes_for`]).
 pub const CHUNK_BYTES: usize = 14 << 10;
+
+/// The chunk size for slots (payload and OOB) of `slot_bytes`: at least the longest encoding of
+/// such a slot, so that an encoding lies in two chunks at most. An encoding is at most 4 bytes
+/// longer than its slot (every literal costs at most 4 bytes beyond its own, and every literal but
+/// the last is followed by a run of 16 bytes or more, which costs at most 20); the margin here is
+/// wider.
+pub(crate) fn chunk_bytes_for(slot_bytes: usize) -> usize {
+    CHUNK_BYTES.max(slot_bytes + slot_bytes / 4 + 8)
+}
 
 /// Where a page's encoding lies in its block's stream of bytes, or that it was discarded.
 #[derive(Debug, Clone, Copy)]
@@ -25,8 +35,8 @@ struct Extent {
 const DISCARDED: u32 = u32::MAX;
 
 /// The encodings of one block's programmed pages, in order.
-#[derive(Default)]
 pub(crate) struct BlockArena {
+    chunk_bytes: usize,
     pages: Vec<Extent>,
     chunks: Vec<Option<Vec<u8>>>,
     /// Pages not discarded that lie (partly) in each chunk.
@@ -38,6 +48,18 @@ pub(crate) struct BlockArena {
 }
 
 impl BlockArena {
+    /// An empty block whose chunks are `chunk_bytes` long ([`chunk_bytes_for`]).
+    pub(crate) fn new(chunk_bytes: usize) -> BlockArena {
+        BlockArena {
+            chunk_bytes,
+            pages: Vec::new(),
+            chunks: Vec::new(),
+            live: Vec::new(),
+            end: 0,
+            held_chunks: 0,
+        }
+    }
+
     /// Pages stored.
     pub(crate) fn len(&self) -> usize {
         self.pages.len()
@@ -45,7 +67,7 @@ impl BlockArena {
 
     /// Bytes of memory held: the chunks and the tables.
     pub(crate) fn held_bytes(&self) -> u64 {
-        let chunks = self.held_chunks * CHUNK_BYTES;
+        let chunks = self.held_chunks * self.chunk_bytes;
         let tables = self.pages.capacity() * std::mem::size_of::<Extent>()
             + self.chunks.capacity() * std::mem::size_of::<Option<Vec<u8>>>()
             + self.live.capacity() * std::mem::size_of::<u32>();
@@ -54,25 +76,30 @@ impl BlockArena {
 
     /// Appends the next page's encoding.
     pub(crate) fn push(&mut self, encoding: &[u8]) {
+        debug_assert!(
+            encoding.len() <= self.chunk_bytes,
+            "an encoding longer than a chunk"
+        );
         let start = self.end;
         let mut rest = encoding;
         while !rest.is_empty() {
-            let index = self.end / CHUNK_BYTES;
-            let offset = self.end % CHUNK_BYTES;
+            let index = self.end / self.chunk_bytes;
+            let offset = self.end % self.chunk_bytes;
             if index == self.chunks.len() {
                 self.chunks.push(None);
                 self.live.push(0);
             }
             let held_chunks = &mut self.held_chunks;
+            let chunk_bytes = self.chunk_bytes;
             let chunk = self.chunks[index].get_or_insert_with(|| {
                 *held_chunks += 1;
                 // A chunk freed while its tail was still to be written starts again at the
                 // same offset (what lay before is discarded).
-                let mut fresh = Vec::with_capacity(CHUNK_BYTES);
+                let mut fresh = Vec::with_capacity(chunk_bytes);
                 fresh.resize(offset, 0);
                 fresh
             });
-            let take = rest.len().min(CHUNK_BYTES - offset);
+            let take = rest.len().min(self.chunk_bytes - offset);
             chunk.extend_from_slice(&rest[..take]);
             self.live[index] += 1;
             rest = &rest[take..];
@@ -84,9 +111,9 @@ impl BlockArena {
         });
     }
 
-    /// The encoding of page `page`: `None` if it was discarded (or never stored). A page that
-    /// straddles two chunks is copied into `scratch`.
-    pub(crate) fn get<'a>(&'a self, page: usize, scratch: &'a mut Vec<u8>) -> Option<&'a [u8]> {
+    /// The encoding of page `page`, in the (at most two) chunks it lies in: `None` if it was
+    /// discarded (or never stored).
+    pub(crate) fn parts(&self, page: usize) -> Option<[&[u8]; 2]> {
         let extent = *self.pages.get(page)?;
         if extent.start == DISCARDED {
             return None;
@@ -95,27 +122,17 @@ impl BlockArena {
             extent.start as usize,
             (extent.start + extent.length) as usize,
         );
-        let (first, last) = (start / CHUNK_BYTES, (end - 1) / CHUNK_BYTES);
+        let (first, last) = (start / self.chunk_bytes, (end - 1) / self.chunk_bytes);
+        let chunk = |index: usize| self.chunks.get(index)?.as_deref();
         if first == last {
-            let chunk = self.chunks[first].as_ref()?;
-            return chunk.get(start % CHUNK_BYTES..(end - 1) % CHUNK_BYTES + 1);
+            let bytes =
+                chunk(first)?.get(start % self.chunk_bytes..(end - 1) % self.chunk_bytes + 1)?;
+            return Some([bytes, &[]]);
         }
-        scratch.clear();
-        for index in first..=last {
-            let chunk = self.chunks[index].as_ref()?;
-            let from = if index == first {
-                start % CHUNK_BYTES
-            } else {
-                0
-            };
-            let to = if index == last {
-                (end - 1) % CHUNK_BYTES + 1
-            } else {
-                CHUNK_BYTES
-            };
-            scratch.extend_from_slice(chunk.get(from..to)?);
-        }
-        Some(scratch.as_slice())
+        // An encoding is no longer than a chunk, so it lies in two at most.
+        let head = chunk(first)?.get(start % self.chunk_bytes..)?;
+        let tail = chunk(last)?.get(..(end - 1) % self.chunk_bytes + 1)?;
+        (last == first + 1).then_some([head, tail])
     }
 
     /// Forgets page `page`'s encoding, freeing every chunk no stored page lies in any more.
@@ -132,7 +149,7 @@ impl BlockArena {
             (extent.start + extent.length) as usize,
         );
         extent.start = DISCARDED;
-        for index in start / CHUNK_BYTES..=(end - 1) / CHUNK_BYTES {
+        for index in start / self.chunk_bytes..=(end - 1) / self.chunk_bytes {
             self.live[index] -= 1;
             if self.live[index] == 0 && self.chunks[index].take().is_some() {
                 self.held_chunks -= 1;
@@ -152,14 +169,13 @@ mod tests {
 
     #[test]
     fn pages_straddling_chunks_read_back_and_discards_free_whole_chunks() {
-        let mut arena = BlockArena::default();
+        let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [500, 8300, 8300, 16, 9000, 700];
         for (seed, &length) in lengths.iter().enumerate() {
             arena.push(&encoding(seed as u8, length));
         }
-        let mut scratch = Vec::new();
         for (seed, &length) in lengths.iter().enumerate() {
-            let got = arena.get(seed, &mut scratch).map(<[u8]>::to_vec);
+            let got = arena.parts(seed).map(|[a, b]| [a, b].concat());
             assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
         }
         let total: usize = lengths.iter().sum();
@@ -174,9 +190,9 @@ mod tests {
         assert!(arena.discard(2));
         assert_eq!(arena.held_bytes(), held - CHUNK_BYTES as u64);
         assert!(!arena.discard(2), "once");
-        assert_eq!(arena.get(1, &mut scratch), None);
+        assert_eq!(arena.parts(1), None);
         assert_eq!(
-            arena.get(4, &mut scratch).map(<[u8]>::to_vec),
+            arena.parts(4).map(|[a, b]| [a, b].concat()),
             Some(encoding(4, 9000))
         );
         // Every page discarded: no chunk is left, and appending starts a chunk again.
@@ -185,9 +201,8 @@ mod tests {
         }
         assert!(arena.chunks.iter().all(Option::is_none));
         arena.push(&encoding(9, 300));
-        let mut scratch = Vec::new();
         assert_eq!(
-            arena.get(lengths.len(), &mut scratch).map(<[u8]>::to_vec),
+            arena.parts(lengths.len()).map(|[a, b]| [a, b].concat()),
             Some(encoding(9, 300))
         );
     }

@@ -25,7 +25,7 @@
 //! long, or more than [`FILL_MIN`] bytes if it is one byte repeated. Decoding checks every length
 //! against the slot and the encoding: a malformed encoding is an error, never wrong bytes.
 
-use crate::arena::BlockArena;
+use crate::arena::{chunk_bytes_for, BlockArena};
 use crate::{Geometry, PageAddress};
 
 /// Period of the runs the encoding recognises: a value description's size.
@@ -148,55 +148,109 @@ pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
 pub(crate) type Malformed = &'static str;
 
 /// Decodes `encoded` into `slot`, which it must cover exactly.
-pub(crate) fn decode(mut encoded: &[u8], slot: &mut [u8]) -> Result<(), Malformed> {
+#[cfg(test)]
+pub(crate) fn decode(encoded: &[u8], slot: &mut [u8]) -> Result<(), Malformed> {
+    decode_into([encoded, &[]], [slot, &mut []])
+}
+
+/// An encoding read in order from up to two pieces (a page that straddles two chunks).
+struct Input<'a> {
+    pieces: [&'a [u8]; 2],
+}
+
+impl<'a> Input<'a> {
+    fn is_empty(&self) -> bool {
+        self.pieces[0].is_empty() && self.pieces[1].is_empty()
+    }
+
+    fn byte(&mut self) -> Option<u8> {
+        let [a, b] = self.take(1)?;
+        a.first().or(b.first()).copied()
+    }
+
+    /// The next `count` bytes, in the (at most two) pieces they lie in.
+    fn take(&mut self, count: usize) -> Option<[&'a [u8]; 2]> {
+        let [first, second] = self.pieces;
+        let from_first = count.min(first.len());
+        let from_second = count - from_first;
+        if from_second > second.len() {
+            return None;
+        }
+        let (a, rest_first) = first.split_at(from_first);
+        let (b, rest_second) = second.split_at(from_second);
+        self.pieces = [rest_first, rest_second];
+        Some([a, b])
+    }
+
+    fn length(&mut self) -> Result<usize, Malformed> {
+        let mut length = 0usize;
+        for index in 0..4 {
+            let byte = self.byte().ok_or("a length is malformed")?;
+            length |= usize::from(byte & 0x7F) << (7 * index);
+            if byte & 0x80 == 0 {
+                return Ok(length);
+            }
+        }
+        Err("a length is malformed")
+    }
+}
+
+/// Decodes an encoding that lies in `encoded` (its two pieces in order) into the slot made of
+/// `out` (the page's payload, then its OOB area), which it must cover exactly: no slot in between,
+/// so a read decodes straight into the caller's buffers.
+pub(crate) fn decode_into(encoded: [&[u8]; 2], out: [&mut [u8]; 2]) -> Result<(), Malformed> {
+    let mut input = Input { pieces: encoded };
+    let [data, oob] = out;
+    let split = data.len();
+    let total = split + oob.len();
     let mut at = 0usize;
-    while !encoded.is_empty() {
-        let tag = encoded[0];
-        encoded = &encoded[1..];
-        let (length, rest) = take_length(encoded)?;
-        encoded = rest;
+    while !input.is_empty() {
+        let tag = input.byte().ok_or("an operation is cut short")?;
+        let length = input.length()?;
         let end = at
             .checked_add(length)
-            .filter(|&end| end <= slot.len())
+            .filter(|&end| end <= total)
             .ok_or("a run or literal goes past the end of the page")?;
-        let target = &mut slot[at..end];
+        let targets = [
+            &mut data[at.min(split)..end.min(split)],
+            &mut oob[at.saturating_sub(split)..end.saturating_sub(split)],
+        ];
         match tag {
             LITERAL => {
-                let bytes = encoded.get(..length).ok_or("a literal is cut short")?;
-                target.copy_from_slice(bytes);
-                encoded = &encoded[length..];
+                let mut bytes = Input {
+                    pieces: input.take(length).ok_or("a literal is cut short")?,
+                };
+                for target in targets {
+                    let [a, b] = bytes.take(target.len()).ok_or("a literal is cut short")?;
+                    target[..a.len()].copy_from_slice(a);
+                    target[a.len()..].copy_from_slice(b);
+                }
             }
             PATTERN => {
-                let pattern = encoded
-                    .get(..PATTERN_BYTES)
-                    .ok_or("a pattern is cut short")?;
-                repeat(pattern, target);
-                encoded = &encoded[PATTERN_BYTES..];
+                let [a, b] = input.take(PATTERN_BYTES).ok_or("a pattern is cut short")?;
+                let mut pattern = [0u8; PATTERN_BYTES];
+                pattern[..a.len()].copy_from_slice(a);
+                pattern[a.len()..].copy_from_slice(b);
+                let [first, second] = targets;
+                repeat(&pattern, first);
+                // The run goes on in the OOB area where the payload left it.
+                pattern.rotate_left(first.len() % PATTERN_BYTES);
+                repeat(&pattern, second);
             }
             FILL => {
-                let byte = *encoded.first().ok_or("a fill byte is missing")?;
-                target.fill(byte);
-                encoded = &encoded[1..];
+                let byte = input.byte().ok_or("a fill byte is missing")?;
+                for target in targets {
+                    target.fill(byte);
+                }
             }
             _ => return Err("unknown operation"),
         }
         at = end;
     }
-    if at != slot.len() {
+    if at != total {
         return Err("the encoding ends before the page does");
     }
     Ok(())
-}
-
-fn take_length(encoded: &[u8]) -> Result<(usize, &[u8]), Malformed> {
-    let mut length = 0usize;
-    for (index, &byte) in encoded.iter().enumerate().take(4) {
-        length |= usize::from(byte & 0x7F) << (7 * index);
-        if byte & 0x80 == 0 {
-            return Ok((length, &encoded[index + 1..]));
-        }
-    }
-    Err("a length is malformed")
 }
 
 /// Fills `target` with `pattern` repeated, doubling what is already written.
@@ -218,7 +272,6 @@ pub(crate) struct CompactMedia {
     page_bytes: usize,
     slot: Vec<u8>,
     scratch: Vec<u8>,
-    straddling: Vec<u8>,
     /// By block, its programmed pages in order.
     blocks: Vec<BlockArena>,
     /// Bytes the blocks hold (kept as a sum: statistics read it per request).
@@ -235,14 +288,14 @@ pub(crate) enum Unreadable {
 
 impl CompactMedia {
     pub(crate) fn new(geometry: &Geometry) -> Self {
+        let slot_bytes = (geometry.page_bytes + geometry.oob_bytes) as usize;
         CompactMedia {
             geometry: *geometry,
             page_bytes: geometry.page_bytes as usize,
-            slot: vec![0u8; (geometry.page_bytes + geometry.oob_bytes) as usize],
+            slot: vec![0u8; slot_bytes],
             scratch: Vec::new(),
-            straddling: Vec::new(),
             blocks: (0..geometry.blocks_total())
-                .map(|_| BlockArena::default())
+                .map(|_| BlockArena::new(chunk_bytes_for(slot_bytes)))
                 .collect(),
             stored: 0,
         }
@@ -273,13 +326,8 @@ impl CompactMedia {
             oob.fill(0);
             return Ok(());
         }
-        let encoded = pages
-            .get(page, &mut self.straddling)
-            .ok_or(Unreadable::Discarded)?;
-        decode(encoded, &mut self.slot).map_err(Unreadable::Malformed)?;
-        data.copy_from_slice(&self.slot[..self.page_bytes]);
-        oob.copy_from_slice(&self.slot[self.page_bytes..]);
-        Ok(())
+        let encoded = pages.parts(page).ok_or(Unreadable::Discarded)?;
+        decode_into(encoded, [data, oob]).map_err(Unreadable::Malformed)
     }
 
     /// Stores page `index`, the next page of its block (the flash layer checked the order).
@@ -325,7 +373,7 @@ impl CompactMedia {
     pub(crate) fn erase(&mut self, block: u64) {
         if let Some(pages) = self.blocks.get_mut(block as usize) {
             self.stored -= pages.held_bytes();
-            *pages = BlockArena::default();
+            *pages = BlockArena::new(chunk_bytes_for(self.slot.len()));
         }
     }
 
@@ -432,6 +480,8 @@ mod tests {
             bytes in proptest::collection::vec(any::<u8>(), 0..3000),
             pattern in proptest::collection::vec(any::<u8>(), 16),
             runs in proptest::collection::vec((0usize..3000, 0usize..600), 0..6),
+            encoded_cut in any::<usize>(),
+            slot_split in any::<usize>(),
         ) {
             // Arbitrary bytes with periodic stretches of arbitrary phase and length laid over them.
             let mut slot = bytes;
@@ -442,7 +492,17 @@ mod tests {
                     *byte = pattern[offset % 16];
                 }
             }
-            prop_assert_eq!(round_trip(&slot), slot);
+            prop_assert_eq!(round_trip(&slot), slot.clone());
+            // Split anywhere, in the encoding (a page straddling chunks) and in the slot (payload
+            // and OOB), it decodes the same.
+            let mut encoded = Vec::new();
+            encode(&slot, &mut encoded);
+            let cut = encoded_cut % (encoded.len() + 1);
+            let split = slot_split % (slot.len() + 1);
+            let mut back = vec![0xA5; slot.len()];
+            let (data, oob) = back.split_at_mut(split);
+            decode_into([&encoded[..cut], &encoded[cut..]], [data, oob]).expect("decodes");
+            prop_assert_eq!(back, slot);
         }
 
         #[test]
