@@ -15,7 +15,6 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::prelude::*;
 use serde::Serialize;
 
 use crate::run::StoreRun;
@@ -262,84 +261,35 @@ impl Summary {
     }
 }
 
-fn plot_error(error: impl std::fmt::Display) -> std::io::Error {
-    std::io::Error::other(format!("plot: {error}"))
-}
-
-/// Bars of each store's median throughput, side by side in one group per workload.
+/// Bars of each store's median throughput, side by side in one group per workload (the
+/// benchmarks' own grouped bars).
 pub fn plot_throughput(path: &Path, summary: &Summary) -> std::io::Result<()> {
-    let workloads = &summary.config.workloads;
-    let stores = &summary.stores;
-    let value = |store: &StoreMedians, workload: &str| {
-        store
-            .workloads
-            .iter()
-            .find(|figures| figures.workload == workload)
-            .map(|figures| figures.kops)
-    };
-    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(plot_error)?;
-    let group = stores.len() as f64 + 1.0;
-    let width = workloads.len() as f64 * group;
-    let top = workloads
+    let names: Vec<String> = summary
+        .stores
         .iter()
-        .flat_map(|workload| stores.iter().filter_map(|store| value(store, workload)))
-        .fold(0.0f64, f64::max)
-        .max(1e-9)
-        * 1.15;
+        .map(|store| store.store.clone())
+        .collect();
     let title = format!(
         "YCSB on a file, wall clock: median of {} rounds ({} threads, --sync {})",
         summary.config.rounds, summary.config.threads, summary.config.sync
     );
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(30)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..width, 0f64..top)
-        .map_err(plot_error)?;
-    let label_of = |x: &f64| {
-        let group_index = (*x / group).floor() as usize;
-        let within = *x - group_index as f64 * group;
-        if (within - group / 2.0).abs() < 0.5 {
-            workloads.get(group_index).cloned().unwrap_or_default()
-        } else {
-            String::new()
-        }
-    };
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(workloads.len() * group as usize * 2)
-        .x_label_formatter(&label_of)
-        .y_desc("thousand requests per second")
-        .draw()
-        .map_err(plot_error)?;
-    for (index, store) in stores.iter().enumerate() {
-        let color = Palette99::pick(index).to_rgba();
-        let bars: Vec<Rectangle<(f64, f64)>> = workloads
-            .iter()
-            .enumerate()
-            .filter_map(|(group_index, workload)| {
-                value(store, workload).map(|height| {
-                    let left = group_index as f64 * group + 0.5 + index as f64;
-                    Rectangle::new([(left, 0.0), (left + 0.9, height)], color.filled())
-                })
-            })
-            .collect();
-        chart
-            .draw_series(bars)
-            .map_err(plot_error)?
-            .label(store.store.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
-    }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()
-        .map_err(plot_error)?;
-    root.present().map_err(plot_error)
+    kvssd_bench::report::grouped_bars(
+        path,
+        &title,
+        "thousand requests per second",
+        &names,
+        &summary.config.workloads,
+        |store, workload| {
+            summary
+                .stores
+                .iter()
+                .find(|medians| medians.store == store)?
+                .workloads
+                .iter()
+                .find(|figures| figures.workload == workload)
+                .map(|figures| figures.kops)
+        },
+    )
 }
 
 #[cfg(test)]

@@ -480,7 +480,7 @@ fn plot_error(error: impl std::fmt::Display) -> io::Error {
 }
 
 /// Bars of each series (`presets`) side by side in one group per `workloads` entry.
-pub(crate) fn grouped_bars(
+pub fn grouped_bars(
     path: &Path,
     title: &str,
     y_label: &str,

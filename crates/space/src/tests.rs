@@ -299,20 +299,26 @@ fn space_blocks_needed_bound_is_never_below_the_exact_count() {
     }
 }
 
-#[test]
-fn space_invalidated_meta_pages_are_discarded_unless_a_snapshot_reaches_them() {
+/// A space of one log on `test_min`'s geometry over compact media, and its page size.
+fn compact_space() -> (Space, Profile, usize) {
     let profile = Profile::test_min();
     let flash = Flash::new_on(
         &kvssd_flash::MediaKind::Compact,
         profile.geometry,
-        Some(profile.timing),
+        Some(profile.timing.clone()),
     )
     .expect("flash");
     let mut config = SpaceConfig::for_geometry(&profile.geometry);
     config.logs = 1;
     config.gc_reserve_blocks = 4;
-    let mut space = Space::open(flash, config).expect("space");
+    let space = Space::open(flash, config).expect("space");
     let page_bytes = profile.geometry.page_bytes as usize;
+    (space, profile, page_bytes)
+}
+
+#[test]
+fn space_invalidated_meta_pages_are_discarded_unless_a_snapshot_reaches_them() {
+    let (mut space, profile, page_bytes) = compact_space();
     let page_of = |seed: u8| -> Vec<u8> { (0..page_bytes).map(|i| (i as u8) ^ seed).collect() };
     let (dead, _) = space
         .write_meta(0, Purpose::Index, 0, &page_of(1))
@@ -372,18 +378,7 @@ fn space_invalidated_meta_pages_are_discarded_unless_a_snapshot_reaches_them() {
 
 #[test]
 fn space_consumed_meta_pages_free_their_bytes_but_stay_valid_until_invalidated() {
-    let profile = Profile::test_min();
-    let flash = Flash::new_on(
-        &kvssd_flash::MediaKind::Compact,
-        profile.geometry,
-        Some(profile.timing),
-    )
-    .expect("flash");
-    let mut config = SpaceConfig::for_geometry(&profile.geometry);
-    config.logs = 1;
-    config.gc_reserve_blocks = 4;
-    let mut space = Space::open(flash, config).expect("space");
-    let page_bytes = profile.geometry.page_bytes as usize;
+    let (mut space, _, page_bytes) = compact_space();
     let page_of = |seed: u8| -> Vec<u8> { (0..page_bytes).map(|i| (i as u8) ^ seed).collect() };
     let (read_once, _) = space
         .write_meta(0, Purpose::Index, 0, &page_of(1))
