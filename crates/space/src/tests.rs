@@ -299,9 +299,13 @@ fn space_blocks_needed_bound_is_never_below_the_exact_count() {
     }
 }
 
-/// A space of one log on `test_min`'s geometry over compact media, and its page size.
+/// A space of one log over compact media, on `test_min`'s geometry with PinK's page size (so that
+/// a page's encoding fills a good part of one of the media's chunks, which are freed whole), and
+/// its page size.
 fn compact_space() -> (Space, Profile, usize) {
-    let profile = Profile::test_min();
+    let mut profile = Profile::test_min();
+    profile.geometry.page_bytes = 8192;
+    profile.geometry.oob_bytes = 256;
     let flash = Flash::new_on(
         &kvssd_flash::MediaKind::Compact,
         profile.geometry,
@@ -380,11 +384,11 @@ fn space_invalidated_meta_pages_are_discarded_unless_a_snapshot_reaches_them() {
 fn space_consumed_meta_pages_free_their_bytes_but_stay_valid_until_invalidated() {
     let (mut space, _, page_bytes) = compact_space();
     let page_of = |seed: u8| -> Vec<u8> { (0..page_bytes).map(|i| (i as u8) ^ seed).collect() };
-    let (read_once, _) = space
-        .write_meta(0, Purpose::Index, 0, &page_of(1))
-        .expect("write");
     let (protected, _) = space
         .write_meta(0, Purpose::Index, 0, &page_of(2))
+        .expect("write");
+    let (read_once, _) = space
+        .write_meta(0, Purpose::Index, 0, &page_of(1))
         .expect("write");
     let valid = space.valid_bytes();
     // A snapshot taken now may still read `protected`: its bytes stay.
