@@ -5,7 +5,7 @@ use std::path::Path;
 use crate::background::{JobId, Lane};
 use crate::compact::CompactMedia;
 use crate::fault::{Faults, InFlight};
-use crate::media::{FileMedia, Media, RamMedia, ReadFailure};
+use crate::media::{FileIo, FileMedia, Media, RamMedia, ReadFailure, SyncHandle};
 use crate::timing::{Busy, Timeline};
 use crate::{
     BlockAddress, Counters, FaultConfig, FlashError, Geometry, MediaKind, PageAddress, Purpose,
@@ -118,10 +118,13 @@ impl Flash {
         let pages_per_block = geometry.pages_per_block as usize;
         let oob_bytes = geometry.oob_bytes as usize;
         let mut oob = vec![0u8; pages_per_block * oob_bytes];
+        let mut scratch = Vec::new();
         let mut blocks = Vec::with_capacity(geometry.blocks_total() as usize);
         let mut next_sequence = 0;
         for (block_index, erase_count) in opened.erase_counts.iter().copied().enumerate() {
-            opened.media.read_block_oob(block_index as u64, &mut oob)?;
+            opened
+                .media
+                .read_block_oob(block_index as u64, &mut scratch, &mut oob)?;
             // The write pointer is one past the last page with a trailer, so a page is never
             // programmed twice even if an earlier page lost its trailer (it then reads as corrupt).
             let mut next_page = 0;
@@ -181,6 +184,12 @@ impl Flash {
     /// The timing profile, or `None` if operations take no simulated time.
     pub fn timing(&self) -> Option<&TimingProfile> {
         self.timeline.as_ref().map(Timeline::profile)
+    }
+
+    /// The system calls the file media made since the array was opened (`None` on memory
+    /// media): a program is one write, a read one read.
+    pub fn file_io(&self) -> Option<FileIo> {
+        self.media.file_io()
     }
 
     /// Which media the pages are on.
@@ -362,6 +371,17 @@ impl Flash {
             return Err(FlashError::PowerCut);
         }
         self.media.sync()
+    }
+
+    /// A handle that syncs the file media while the caller holds no lock on this array, for
+    /// callers that would rather not hold one across `fdatasync`. `None` on memory media (nothing
+    /// to sync) and while faults are being injected or power is cut, where [`Flash::sync`] must
+    /// decide what a sync does.
+    pub fn sync_handle(&self) -> Option<SyncHandle> {
+        if self.faults.power_cut || !self.faults.is_quiet() {
+            return None;
+        }
+        self.media.sync_handle()
     }
 
     /// Reads a page issued at `at`: its payload into `data` (exactly `page_bytes`) and the first
@@ -546,7 +566,8 @@ impl Flash {
             return Err(FlashError::PowerCut);
         }
         let erase_count = self.blocks[slot].erase_count.saturating_add(1);
-        self.media.erase(slot as u64, erase_count)?;
+        self.media
+            .erase(slot as u64, erase_count, self.blocks[slot].next_page)?;
         if !self.torn_pages.is_empty() {
             let first = slot as u64 * u64::from(self.geometry.pages_per_block);
             let last = first + u64::from(self.geometry.pages_per_block);

@@ -50,7 +50,7 @@ pub use geometry::{
     BlockAddress, Geometry, GeometryError, PageAddress, DEVICE_PAGES_MAX, OOB_BYTES_MAX,
     OOB_RESERVED_BYTES, PAGE_BYTES_MAX, PAGE_BYTES_MIN,
 };
-pub use media::{MediaKind, IMAGE_FORMAT_VERSION};
+pub use media::{FileIo, MediaKind, SyncHandle, IMAGE_FORMAT_VERSION};
 pub use profile::{Profile, PINK_BLOCKS_PER_DIE};
 pub use retry::READ_ATTEMPTS_MAX;
 pub use timing::{Busy, ControllerModel, SimTime, TimingProfile, BOOKING_WINDOW_NS};
