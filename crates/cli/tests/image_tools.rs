@@ -419,3 +419,37 @@ fn image_crash_test_prints_the_points_survived() {
         "{stdout}"
     );
 }
+
+#[test]
+fn image_cache_flag_sets_the_indexing_budget_stats_shows() {
+    let image = Image::new(&["--cache", "2"]);
+    let path = image.path();
+    ok(&kvssd(&["put", path, "--cache", "3", "alpha", "one"]));
+    assert_eq!(ok(&kvssd(&["get", path, "--cache", "3", "alpha"])), "one");
+    let stats = ok(&kvssd(&["stats", path, "--cache", "3"]));
+    // A quarter of 3 MiB for the index page cache, the rest for each namespace's index.
+    assert!(
+        stats.contains(
+            "dram_budget (--cache 3): index 2359296 bytes per namespace, index_page_cache 786432 bytes"
+        ),
+        "{stats}"
+    );
+    assert!(stats.contains(" budget 2359296"), "{stats}");
+    assert!(stats.contains("index_page_cache hits "), "{stats}");
+    assert!(stats.contains(" of 786432 (since this open)"), "{stats}");
+    assert!(stats.contains("namespace 1 shape "), "{stats}");
+    // Without the flag, the image's default (test_min keeps the engine's own small budget and
+    // no cache).
+    let stats = ok(&kvssd(&["stats", path]));
+    assert!(
+        stats.contains("dram_budget (default; --cache MIB sets it): index "),
+        "{stats}"
+    );
+    assert!(stats.contains("index_page_cache 0 bytes"), "{stats}");
+    assert!(!stats.contains(" budget 2359296"), "{stats}");
+    // Out of range or not a number: a bad command line.
+    for bad in ["0", "lots", "1048577"] {
+        let stderr = failed(&kvssd(&["stats", path, "--cache", bad]), 2);
+        assert!(stderr.contains("--cache"), "{bad}: {stderr}");
+    }
+}

@@ -5,6 +5,7 @@ use std::path::Path;
 use crate::background::{JobId, Lane};
 use crate::compact::CompactMedia;
 use crate::fault::{Faults, InFlight};
+use crate::index_cache::{IndexCache, IndexCacheStats};
 use crate::media::{FileIo, FileMedia, Media, RamMedia, ReadFailure, SyncHandle};
 use crate::timing::{Busy, Timeline};
 use crate::{
@@ -67,6 +68,8 @@ pub struct Flash {
     verify_every_read: bool,
     /// Pages (device-wide indices) a torn program left damaged, until their block is erased.
     torn_pages: std::collections::BTreeSet<u64>,
+    /// Index pages kept in host memory (file media only, when asked for).
+    index_cache: Option<IndexCache>,
 }
 
 impl Flash {
@@ -173,7 +176,27 @@ impl Flash {
             faults: Faults::new(FaultConfig::default()),
             next_sequence,
             operations: 0,
+            index_cache: None,
         }
+    }
+
+    /// Keeps up to `bytes` of index pages (reads with [`Purpose::Index`]) in host memory, on
+    /// file media only, where a read is a system call and a checksum; 0 turns the cache off.
+    /// Memory media keep no such cache (their reads are memory copies, and the simulated
+    /// figures stay those of the array). Returns whether a cache is on.
+    pub fn set_index_cache_bytes(&mut self, bytes: u64) -> bool {
+        self.index_cache = (bytes > 0 && matches!(self.media, Media::File(_))).then(|| {
+            IndexCache::new(
+                bytes,
+                u64::from(self.geometry.page_bytes) + u64::from(self.geometry.oob_bytes),
+            )
+        });
+        self.index_cache.is_some()
+    }
+
+    /// What the index page cache did and holds (`None` without one).
+    pub fn index_cache_stats(&self) -> Option<IndexCacheStats> {
+        self.index_cache.as_ref().map(IndexCache::stats)
     }
 
     /// The geometry.
@@ -402,11 +425,25 @@ impl Flash {
         if page.page >= self.blocks[slot].next_page {
             return Err(FlashError::ReadErased { page });
         }
+        let index = self.geometry.page_index(page);
+        let cached = purpose == Purpose::Index && self.faults.is_quiet();
+        if cached {
+            if let Some(hit) = self.index_cache.as_mut().and_then(|cache| cache.get(index)) {
+                // Verified when it was read, and unchanged since: the page was neither
+                // programmed nor erased, or the cache would have forgotten it.
+                let reserved = OOB_RESERVED_BYTES as usize;
+                data.copy_from_slice(&hit.data);
+                oob.copy_from_slice(&hit.oob[reserved..reserved + oob.len()]);
+                return Ok(PageRead {
+                    done_at: at,
+                    sequence: hit.sequence,
+                });
+            }
+        }
         self.operations += 1;
         if !self.faults.is_quiet() && self.faults.begin_operation() {
             return Err(FlashError::PowerCut);
         }
-        let index = self.geometry.page_index(page);
         let discarded = match self
             .media
             .read(index, data, &mut self.oob_scratch, &self.geometry)
@@ -448,6 +485,11 @@ impl Flash {
             return Err(FlashError::Corrupt { page });
         }
         oob.copy_from_slice(&user_oob[..oob.len()]);
+        if cached && verify {
+            if let Some(cache) = self.index_cache.as_mut() {
+                cache.insert(index, data, &self.oob_scratch, trailer.sequence);
+            }
+        }
         Ok(PageRead {
             done_at,
             sequence: trailer.sequence,
@@ -486,6 +528,9 @@ impl Flash {
             });
         }
         let index = self.geometry.page_index(page);
+        if let Some(cache) = self.index_cache.as_mut() {
+            cache.forget(index, index + 1);
+        }
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         let reserved = OOB_RESERVED_BYTES as usize;
@@ -544,7 +589,11 @@ impl Flash {
         if page.page >= self.blocks[slot].next_page {
             return Err(FlashError::ReadErased { page });
         }
-        Ok(self.media.discard(self.geometry.page_index(page)))
+        let index = self.geometry.page_index(page);
+        if let Some(cache) = self.index_cache.as_mut() {
+            cache.forget(index, index + 1);
+        }
+        Ok(self.media.discard(index))
     }
 
     /// Erases a whole block issued at `at`; returns when the erase completes.
@@ -564,6 +613,10 @@ impl Flash {
         }
         if in_flight && !self.faults.coin() {
             return Err(FlashError::PowerCut);
+        }
+        if let Some(cache) = self.index_cache.as_mut() {
+            let first = slot as u64 * u64::from(self.geometry.pages_per_block);
+            cache.forget(first, first + u64::from(self.geometry.pages_per_block));
         }
         let erase_count = self.blocks[slot].erase_count.saturating_add(1);
         self.media

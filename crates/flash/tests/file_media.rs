@@ -271,3 +271,58 @@ fn file_media_move_a_page_in_one_system_call() {
         .file_io()
         .is_none());
 }
+
+#[test]
+fn file_media_index_page_cache_serves_repeat_reads_and_forgets_erased_blocks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 1, block: 1 };
+    let mut flash = Flash::create(&path, geometry(), None).expect("create");
+    let slot_bytes = u64::from(geometry().page_bytes) + u64::from(geometry().oob_bytes);
+    assert!(
+        flash.set_index_cache_bytes(4 * slot_bytes),
+        "file media take a cache"
+    );
+    flash
+        .program(0, block.page(0), Purpose::Index, &page(1), &[9; 4])
+        .expect("program");
+    let mut back = page(0);
+    let mut oob = [0u8; 4];
+    let before = flash.file_io().expect("counted").reads;
+    for _ in 0..3 {
+        flash
+            .read(0, block.page(0), Purpose::Index, &mut back, &mut oob)
+            .expect("read");
+        assert_eq!((back.as_slice(), oob), (page(1).as_slice(), [9; 4]));
+    }
+    assert_eq!(
+        flash.file_io().expect("counted").reads,
+        before + 1,
+        "one pread, then hits"
+    );
+    let stats = flash.index_cache_stats().expect("a cache");
+    assert_eq!((stats.hits, stats.misses, stats.pages), (2, 1, 1));
+    // Other purposes go to the file every time.
+    flash
+        .read(0, block.page(0), Purpose::UserData, &mut back, &mut oob)
+        .expect("read");
+    assert_eq!(flash.file_io().expect("counted").reads, before + 2);
+    // An erase forgets the block's pages; what is programmed next is what a read returns.
+    flash.erase(0, block, Purpose::Gc).expect("erase");
+    assert_eq!(flash.index_cache_stats().expect("a cache").pages, 0);
+    assert!(matches!(
+        flash.read(0, block.page(0), Purpose::Index, &mut back, &mut oob),
+        Err(FlashError::ReadErased { .. })
+    ));
+    flash
+        .program(0, block.page(0), Purpose::Index, &page(2), &[7; 4])
+        .expect("program");
+    flash
+        .read(0, block.page(0), Purpose::Index, &mut back, &mut oob)
+        .expect("read");
+    assert_eq!((back.as_slice(), oob), (page(2).as_slice(), [7; 4]));
+    // Memory media keep no cache.
+    let mut ram = Flash::new(geometry(), None).expect("ram");
+    assert!(!ram.set_index_cache_bytes(1 << 20));
+    assert!(ram.index_cache_stats().is_none());
+}

@@ -52,6 +52,7 @@ impl Device {
     /// anything else with a typed error naming what is wrong.
     pub(super) fn open_durable(mut flash: Flash, config: DeviceConfig) -> Result<Device> {
         let wall = Instant::now();
+        flash.set_index_cache_bytes(config.index_cache_bytes);
         let start = flash.quiescent_at();
         let plp = config.durability == Durability::PowerLossProtection;
         if plp && !flash.media_kind().is_volatile() {
