@@ -125,6 +125,14 @@ impl Flash {
         let mut blocks = Vec::with_capacity(geometry.blocks_total() as usize);
         let mut next_sequence = 0;
         for (block_index, erase_count) in opened.erase_counts.iter().copied().enumerate() {
+            if !opened.media.block_may_hold_data(block_index as u64) {
+                // A hole in a sparse image: never programmed.
+                blocks.push(BlockState {
+                    next_page: 0,
+                    erase_count,
+                });
+                continue;
+            }
             opened
                 .media
                 .read_block_oob(block_index as u64, &mut scratch, &mut oob)?;

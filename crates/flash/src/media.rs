@@ -462,6 +462,22 @@ impl FileMedia {
         self.geometry
     }
 
+    /// Whether any byte of a block's page slots may have been written: `false` only when the
+    /// file system reports the whole range as a hole (`lseek(SEEK_DATA)`), so that opening a
+    /// sparse image reads only the blocks ever programmed. Where the file system cannot tell,
+    /// every block may hold data.
+    pub(crate) fn block_may_hold_data(&self, block_index: u64) -> bool {
+        let pages = u64::from(self.geometry.pages_per_block);
+        let start = self.layout.slot_at(block_index * pages);
+        let end = self.layout.slot_at((block_index + 1) * pages);
+        match rustix::fs::seek(&*self.file, rustix::fs::SeekFrom::Data(start)) {
+            Ok(data_at) => data_at < end,
+            // No data at or after `start`.
+            Err(rustix::io::Errno::NXIO) => false,
+            Err(_) => true,
+        }
+    }
+
     /// Reads the OOB areas of every page of a block into `out` (`pages_per_block` areas of
     /// `oob_bytes`), used at open to find write pointers. The block's slots are read in one
     /// `pread` into `scratch` (resized to the block's slots).
