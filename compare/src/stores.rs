@@ -158,7 +158,7 @@ impl Kvssd {
         let geometry = profile.geometry;
         // The file-image default is a host's share (a sixteenth of the card, at most 256 MiB);
         // the comparison gives kvssd the same DRAM the other stores get as block cache, if that
-        // is more: a quarter for its cache of index pages, the rest for its index.
+        // is more: its index pins what it can, its cache of index pages takes the rest.
         let default_budget = DeviceConfig::file_image_dram_default_bytes(&geometry);
         let mut config = DeviceConfig::for_file_image_with_dram(
             &geometry,
@@ -170,12 +170,10 @@ impl Kvssd {
             SyncMode::None | SyncMode::Group => SyncPolicy::None,
         });
         let settings = format!(
-            "preset pink, card {} GiB ({blocks_per_die} blocks per die), DRAM {} MiB (file-image default {} MiB): index {} MiB, index page cache {} MiB, timing off",
+            "preset pink, card {} GiB ({blocks_per_die} blocks per die), DRAM budget {} MiB (file-image default {} MiB; the index page cache takes what pinning leaves of it), timing off",
             geometry.capacity_bytes() >> 30,
-            (config.engine.dram_budget_bytes + config.index_cache_bytes) >> 20,
-            default_budget >> 20,
             config.engine.dram_budget_bytes >> 20,
-            config.index_cache_bytes >> 20,
+            default_budget >> 20,
         );
         let path = directory.join("kvssd.img");
         let device = Device::create(&path, geometry, None, config)

@@ -624,20 +624,19 @@ fn stats(args: PathArgs) -> Outcome {
     println!("device_gc_victims {}", stats.device_gc_victims);
     let config = image_config(&geometry, args.cache)?;
     println!(
-        "dram_budget ({}): index {} bytes per namespace, index_page_cache {} bytes",
+        "dram_budget_bytes {} per namespace ({})",
+        config.engine.dram_budget_bytes,
         match args.cache.cache {
             Some(mib) => format!("--cache {mib}"),
             None => "default; --cache MIB sets it".into(),
-        },
-        config.engine.dram_budget_bytes,
-        config.index_cache_bytes
+        }
     );
-    if let Some(cache) = stats.index_cache {
-        println!(
-            "index_page_cache hits {} misses {} pages {} bytes {} of {} (since this open)",
-            cache.hits, cache.misses, cache.pages, cache.bytes, cache.capacity_bytes
-        );
-    }
+    // The cache gets what the indexes' plans leave of their budgets (pinned levels first).
+    let cache = stats.index_cache.unwrap_or_default();
+    println!(
+        "index_page_cache capacity {} hits {} misses {} pages {} bytes {} (since this open)",
+        cache.capacity_bytes, cache.hits, cache.misses, cache.pages, cache.bytes
+    );
     println!("namespaces {}", stats.namespaces);
     for info in &namespaces {
         println!(

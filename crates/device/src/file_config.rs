@@ -16,17 +16,13 @@ pub const FILE_DRAM_DEFAULT_BYTES_MAX: u64 = 256 << 20;
 /// The share of the image's capacity the default budget takes below that cap (one sixteenth).
 pub const FILE_DRAM_DEFAULT_CAPACITY_DIVISOR: u64 = 16;
 
-/// The share of a file image's DRAM budget that goes to the cache of index pages (a quarter),
-/// the rest to each namespace's index, as long as the index keeps at least PinK's budget.
-pub const FILE_INDEX_CACHE_DIVISOR: u64 = 4;
-
 /// The largest indexing DRAM budget a file image may be opened with (1 TiB), so that a typo on a
 /// command line is refused instead of being planned for.
 pub const FILE_DRAM_BUDGET_BYTES_MAX: u64 = 1 << 40;
 
 impl DeviceConfig {
     /// The configuration of a file-media device of `geometry` with the default DRAM budget
-    /// ([`DeviceConfig::file_image_dram_default_bytes`], split as
+    /// ([`DeviceConfig::file_image_dram_default_bytes`], used as
     /// [`DeviceConfig::for_file_image_with_dram`] says); `test_min` images get the engine's
     /// `test_min` configuration and no index page cache. A write-ahead log synced on every
     /// command.
@@ -40,7 +36,7 @@ impl DeviceConfig {
             let mut config = DeviceConfig::with_engine(engine);
             config.block = kvssd_engine::block::BlockConfig::new(geometry);
             config.block.space = config.space.clone();
-            split_budget(&mut config, geometry, budget);
+            split_budget(&mut config, budget);
             config
         };
         config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
@@ -48,9 +44,9 @@ impl DeviceConfig {
     }
 
     /// [`DeviceConfig::for_file_image`] with a DRAM budget of `dram_budget_bytes` (`None`: the
-    /// default). A quarter of it ([`FILE_INDEX_CACHE_DIVISOR`]) is the cache of index pages
-    /// (`index_cache_bytes`), the rest each LSM or hash namespace's index budget, unless that
-    /// would leave the index less than PinK's budget, when the index gets it all. Refuses a
+    /// default): each LSM or hash namespace's index budget, and the bound of the cache of index
+    /// pages (`index_cache_bytes`), which the device gives only what the indexes' plans leave
+    /// unused (pinned levels first, at their capacity). Refuses a
     /// budget of zero or over [`FILE_DRAM_BUDGET_BYTES_MAX`] with
     /// [`DeviceError::DramBudgetInvalid`]; a budget too small for the image's level lists is
     /// refused when a namespace opens (`EngineError::DramBudgetTooSmall`).
@@ -67,7 +63,7 @@ impl DeviceConfig {
                     max: FILE_DRAM_BUDGET_BYTES_MAX,
                 })
             }
-            Some(bytes) => split_budget(&mut config, geometry, bytes),
+            Some(bytes) => split_budget(&mut config, bytes),
         }
         Ok(config)
     }
@@ -82,17 +78,13 @@ impl DeviceConfig {
     }
 }
 
-/// Gives `bytes` of DRAM to the index page cache and the namespaces' indexes.
-fn split_budget(config: &mut DeviceConfig, geometry: &Geometry, bytes: u64) {
-    let mut cache = bytes / FILE_INDEX_CACHE_DIVISOR;
-    if bytes - cache < pink_budget_bytes(geometry) {
-        cache = 0;
-    }
-    let index = bytes - cache;
-    config.index_cache_bytes = cache;
-    config.engine.dram_budget_bytes = index;
-    config.hash.dram_budget_bytes = index;
-    config.kaml.dram_budget_bytes = index;
+/// Gives `bytes` of DRAM to the namespaces' indexes, and lets the index page cache use what they
+/// leave of it.
+fn split_budget(config: &mut DeviceConfig, bytes: u64) {
+    config.index_cache_bytes = bytes;
+    config.engine.dram_budget_bytes = bytes;
+    config.hash.dram_budget_bytes = bytes;
+    config.kaml.dram_budget_bytes = bytes;
 }
 
 /// PinK's DRAM (§5.1): 0.1% of capacity for indexing, plus the write buffer (L0), the largest

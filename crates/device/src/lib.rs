@@ -74,7 +74,6 @@ pub use durability::{DurabilityCounts, RecoveryReport, SyncPolicy};
 pub use error::{DeviceError, Result};
 pub use file_config::{
     FILE_DRAM_BUDGET_BYTES_MAX, FILE_DRAM_DEFAULT_BYTES_MAX, FILE_DRAM_DEFAULT_CAPACITY_DIVISOR,
-    FILE_INDEX_CACHE_DIVISOR,
 };
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,

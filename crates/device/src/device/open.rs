@@ -52,7 +52,6 @@ impl Device {
     /// anything else with a typed error naming what is wrong.
     pub(super) fn open_durable(mut flash: Flash, config: DeviceConfig) -> Result<Device> {
         let wall = Instant::now();
-        flash.set_index_cache_bytes(config.index_cache_bytes);
         let start = flash.quiescent_at();
         let plp = config.durability == Durability::PowerLossProtection;
         if plp && !flash.media_kind().is_volatile() {
@@ -87,6 +86,8 @@ impl Device {
                 }
             }
         };
+        let mut core = core;
+        core.size_index_cache();
         Ok(Device {
             core: Mutex::new(core),
         })
