@@ -30,6 +30,9 @@ struct BlockState {
     /// Pages `0..next_page` are programmed (or were consumed by a torn program); the rest are erased.
     next_page: u32,
     erase_count: u32,
+    /// The program sequence number at the block's last erase: a trailer with a lower sequence
+    /// is a page programmed before it (file media keep erased pages' old bytes).
+    erase_sequence: u64,
 }
 
 /// A NAND flash array.
@@ -124,24 +127,32 @@ impl Flash {
         let mut scratch = Vec::new();
         let mut blocks = Vec::with_capacity(geometry.blocks_total() as usize);
         let mut next_sequence = 0;
-        for (block_index, erase_count) in opened.erase_counts.iter().copied().enumerate() {
+        for (block_index, (&erase_count, &erase_sequence)) in opened
+            .erase_counts
+            .iter()
+            .zip(&opened.erase_sequences)
+            .enumerate()
+        {
+            next_sequence = next_sequence.max(erase_sequence);
             if !opened.media.block_may_hold_data(block_index as u64) {
                 // A hole in a sparse image: never programmed.
                 blocks.push(BlockState {
                     next_page: 0,
                     erase_count,
+                    erase_sequence,
                 });
                 continue;
             }
             opened
                 .media
                 .read_block_oob(block_index as u64, &mut scratch, &mut oob)?;
-            // The write pointer is one past the last page with a trailer, so a page is never
-            // programmed twice even if an earlier page lost its trailer (it then reads as corrupt).
+            // The write pointer is one past the last page programmed since the block's erase, so a
+            // page is never programmed twice even if an earlier page lost its trailer (it then
+            // reads as corrupt). Trailers older than the erase are what the erase left behind.
             let mut next_page = 0;
             for (page, area) in oob.chunks_exact(oob_bytes).enumerate() {
                 let trailer = Trailer::decode(area);
-                if trailer.magic == PAGE_MAGIC {
+                if trailer.magic == PAGE_MAGIC && trailer.sequence >= erase_sequence {
                     next_page = page as u32 + 1;
                     next_sequence = next_sequence.max(trailer.sequence + 1);
                 }
@@ -149,6 +160,7 @@ impl Flash {
             blocks.push(BlockState {
                 next_page,
                 erase_count,
+                erase_sequence,
             });
         }
         Ok(Flash::assemble(
@@ -488,6 +500,7 @@ impl Flash {
             || faults_active
             || (!self.torn_pages.is_empty() && self.torn_pages.contains(&index));
         if trailer.magic != PAGE_MAGIC
+            || trailer.sequence < self.blocks[slot].erase_sequence
             || (verify && trailer.crc != page_crc(data, user_oob, index, trailer.sequence))
         {
             return Err(FlashError::Corrupt { page });
@@ -628,7 +641,7 @@ impl Flash {
         }
         let erase_count = self.blocks[slot].erase_count.saturating_add(1);
         self.media
-            .erase(slot as u64, erase_count, self.blocks[slot].next_page)?;
+            .erase(slot as u64, erase_count, self.next_sequence)?;
         if !self.torn_pages.is_empty() {
             let first = slot as u64 * u64::from(self.geometry.pages_per_block);
             let last = first + u64::from(self.geometry.pages_per_block);
@@ -640,6 +653,7 @@ impl Flash {
         self.blocks[slot] = BlockState {
             next_page: 0,
             erase_count,
+            erase_sequence: self.next_sequence,
         };
         self.counters
             .record_erase(purpose, self.geometry.block_bytes());

@@ -16,16 +16,17 @@
 //!                      36  block table offset u64, slot offset u64, slot bytes u64, image bytes u64
 //!                      68  CRC-32C of bytes 0..68, u32
 //!                      72  zero up to 4096
-//! 4096                block table: blocks_total x u32 erase counts, by device-wide block index
+//! 4096                block table, by device-wide block index, 16 bytes a block: erase count u32,
+//!                     zero u32, erase sequence u64 (the program sequence number at its last erase)
 //! slot offset         page slots: page n (device-wide index) at slot offset + n x slot bytes,
 //!                     each the payload (page_bytes) followed by the whole OOB area (oob_bytes);
 //!                     the slot offset is rounded up to a multiple of max(4096, page_bytes)
 //! ```
 //!
 //! A page's OOB area starts with the flash layer's 16-byte trailer (magic u32 "PAGE", CRC-32C u32,
-//! program sequence u64). An erased page has an all-zero OOB area: erasing a block zeroes the OOB
-//! areas of its programmed pages and leaves the payload bytes (which no read can reach) as they
-//! were. A program writes a page's payload and OOB area in one `pwrite` and a read takes both in
+//! program sequence u64). A page is programmed if its trailer has the magic number and a sequence
+//! at least its block's erase sequence: erasing a block is one write of its table entry, and the
+//! pages keep their bytes (which no read can reach). A program writes a page's payload and OOB area in one `pwrite` and a read takes both in
 //! one `pread`; the CRC in the trailer covers both, so a write torn anywhere reads as corrupt, or as
 //! erased if the trailer never reached the medium.
 //!
@@ -47,6 +48,8 @@ pub const IMAGE_FORMAT_VERSION: u32 = 2;
 const IMAGE_MAGIC: &[u8; 8] = b"KVSSDIMG";
 const HEADER_BYTES: u64 = 4096;
 const HEADER_CHECKED_BYTES: usize = 68;
+/// Bytes of a block's entry in the block table: erase count u32, zero u32, erase sequence u64.
+const BLOCK_ENTRY_BYTES: u64 = 16;
 
 /// Which media a device keeps its pages on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,12 +136,12 @@ impl Media {
         }
     }
 
-    /// Erases a block whose first `programmed_pages` pages may hold something.
+    /// Erases a block; `erase_sequence` is the program sequence number the next program gets.
     pub(crate) fn erase(
         &mut self,
         block_index: u64,
         erase_count: u32,
-        programmed_pages: u32,
+        erase_sequence: u64,
     ) -> Result<()> {
         match self {
             Media::Ram(_) => Ok(()),
@@ -146,7 +149,7 @@ impl Media {
                 compact.erase(block_index);
                 Ok(())
             }
-            Media::File(file) => file.erase(block_index, erase_count, programmed_pages),
+            Media::File(file) => file.erase(block_index, erase_count, erase_sequence),
         }
     }
 
@@ -315,7 +318,7 @@ struct Layout {
 impl Layout {
     fn of(geometry: &Geometry) -> Layout {
         let block_table_offset = HEADER_BYTES;
-        let block_table_end = block_table_offset + geometry.blocks_total() * 4;
+        let block_table_end = block_table_offset + geometry.blocks_total() * BLOCK_ENTRY_BYTES;
         let alignment = u64::from(geometry.page_bytes).max(4096);
         let slot_offset = block_table_end.div_ceil(alignment) * alignment;
         let slot_bytes = u64::from(geometry.page_bytes) + u64::from(geometry.oob_bytes);
@@ -338,6 +341,9 @@ impl Layout {
 pub(crate) struct OpenedImage {
     pub(crate) media: FileMedia,
     pub(crate) erase_counts: Vec<u32>,
+    /// Per block, the program sequence number its last erase happened at: a page of the block
+    /// whose trailer carries a lower sequence was programmed before that erase.
+    pub(crate) erase_sequences: Vec<u64>,
 }
 
 impl FileMedia {
@@ -374,7 +380,7 @@ impl FileMedia {
                 &file,
                 path,
                 layout.block_table_offset,
-                geometry.blocks_total() * 4,
+                geometry.blocks_total() * BLOCK_ENTRY_BYTES,
             )?;
             let zeros = vec![0u8; geometry.oob_bytes as usize];
             for index in 0..geometry.pages_total() {
@@ -427,18 +433,25 @@ impl FileMedia {
                 actual,
             });
         }
-        let mut table = vec![0u8; (geometry.blocks_total() * 4) as usize];
+        let mut table = vec![0u8; (geometry.blocks_total() * BLOCK_ENTRY_BYTES) as usize];
         file.read_exact_at(&mut table, layout.block_table_offset)
             .map_err(|source| {
                 FlashError::io(format!("read block table of {}", path.display()), source)
             })?;
-        let erase_counts = table
-            .chunks_exact(4)
-            .map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-            .collect();
+        let mut erase_counts = Vec::with_capacity(geometry.blocks_total() as usize);
+        let mut erase_sequences = Vec::with_capacity(geometry.blocks_total() as usize);
+        for entry in table.chunks_exact(BLOCK_ENTRY_BYTES as usize) {
+            let mut count = [0u8; 4];
+            count.copy_from_slice(&entry[0..4]);
+            let mut sequence = [0u8; 8];
+            sequence.copy_from_slice(&entry[8..16]);
+            erase_counts.push(u32::from_le_bytes(count));
+            erase_sequences.push(u64::from_le_bytes(sequence));
+        }
         Ok(OpenedImage {
             media: FileMedia::assemble(file, path, &geometry, layout),
             erase_counts,
+            erase_sequences,
         })
     }
 
@@ -541,29 +554,21 @@ impl FileMedia {
             })
     }
 
-    /// Zeroes the OOB areas of the block's first `programmed_pages` pages (the rest are already
-    /// zero: nothing was written there since the last erase or the format), then writes the new
-    /// erase count.
-    fn erase(&mut self, block_index: u64, erase_count: u32, programmed_pages: u32) -> Result<()> {
-        let pages = u64::from(self.geometry.pages_per_block);
-        let programmed = u64::from(programmed_pages).min(pages);
-        let page_bytes = u64::from(self.geometry.page_bytes);
-        let zeros = vec![0u8; self.geometry.oob_bytes as usize];
-        let first_page = block_index * pages;
-        let error = |source| FlashError::io(format!("erase in {}", self.path.display()), source);
-        for page in first_page..first_page + programmed {
-            self.io.writes += 1;
-            self.file
-                .write_all_at(&zeros, self.layout.slot_at(page) + page_bytes)
-                .map_err(error)?;
-        }
+    /// Erases a block in one write of its block table entry: the new erase count and the
+    /// program sequence number the erase happened at. Its pages keep their bytes; a trailer with
+    /// a lower sequence belongs to a program before the erase, and opening the image treats
+    /// such pages as erased.
+    fn erase(&mut self, block_index: u64, erase_count: u32, erase_sequence: u64) -> Result<()> {
+        let mut entry = [0u8; BLOCK_ENTRY_BYTES as usize];
+        entry[0..4].copy_from_slice(&erase_count.to_le_bytes());
+        entry[8..16].copy_from_slice(&erase_sequence.to_le_bytes());
         self.io.writes += 1;
         self.file
             .write_all_at(
-                &erase_count.to_le_bytes(),
-                self.layout.block_table_offset + block_index * 4,
+                &entry,
+                self.layout.block_table_offset + block_index * BLOCK_ENTRY_BYTES,
             )
-            .map_err(error)
+            .map_err(|source| FlashError::io(format!("erase in {}", self.path.display()), source))
     }
 }
 
