@@ -156,18 +156,21 @@ impl Kvssd {
             .max(KVSSD_BLOCKS_PER_DIE_MIN);
         profile = Profile::pink_with_blocks(blocks_per_die);
         let geometry = profile.geometry;
-        let mut config = DeviceConfig::for_file_image(&geometry);
-        // The file-image default is PinK's budget (0.1% of capacity plus the write buffer); the
-        // comparison gives kvssd's index the same DRAM the other stores get as block cache, if
-        // that is more.
-        let default_budget = config.engine.dram_budget_bytes;
-        config.engine.dram_budget_bytes = default_budget.max(cache_bytes);
+        // The file-image default is a host's share (a sixteenth of the card, at most 256 MiB);
+        // the comparison gives kvssd the same DRAM the other stores get as block cache, if that
+        // is more: its index pins what it can, its cache of index pages takes the rest.
+        let default_budget = DeviceConfig::file_image_dram_default_bytes(&geometry);
+        let mut config = DeviceConfig::for_file_image_with_dram(
+            &geometry,
+            Some(default_budget.max(cache_bytes)),
+        )
+        .map_err(|error| format!("kvssd: {error}"))?;
         config.durability = Durability::WriteAheadLog(match mode {
             SyncMode::Every => SyncPolicy::EveryCommand,
             SyncMode::None | SyncMode::Group => SyncPolicy::None,
         });
         let settings = format!(
-            "preset pink, card {} GiB ({blocks_per_die} blocks per die), indexing DRAM budget {} MiB (file-image default {} MiB), timing off",
+            "preset pink, card {} GiB ({blocks_per_die} blocks per die), DRAM budget {} MiB (file-image default {} MiB; the index page cache takes what pinning leaves of it), timing off",
             geometry.capacity_bytes() >> 30,
             config.engine.dram_budget_bytes >> 20,
             default_budget >> 20,

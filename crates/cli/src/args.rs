@@ -467,6 +467,8 @@ pub(crate) struct ServeArgs {
     /// Close connections silent for this many seconds (0: never).
     #[arg(long, default_value_t = 0)]
     pub(crate) timeout: u64,
+    #[command(flatten)]
+    pub(crate) cache: crate::image::CacheArgs,
 }
 
 pub(crate) fn parse_sync(name: &str) -> Result<kvssd_server::SyncMode, String> {

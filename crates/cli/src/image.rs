@@ -61,6 +61,8 @@ pub enum ImageCommand {
 pub struct FormatArgs {
     /// Image file (or block device) to create.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Flash profile: pink (64 GiB sparse unless --blocks-per-die) or test_min (256 KiB).
     #[arg(long, value_parser = parse_profile)]
     profile: Profile,
@@ -75,11 +77,30 @@ pub struct FormatArgs {
     force: bool,
 }
 
+/// `--cache`: the host memory an image's indexes may use.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct CacheArgs {
+    /// Indexing DRAM per namespace, in MiB (pinned levels of the LSM presets, cached bucket pages
+    /// of `hash`). Default: a sixteenth of the image's capacity, at most 256 MiB, never less than
+    /// PinK's 0.1% of capacity plus the write buffer.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    pub cache: Option<u64>,
+}
+
+impl CacheArgs {
+    /// The budget in bytes, if one was given.
+    pub fn bytes(self) -> Option<u64> {
+        self.cache.map(|mib| mib << 20)
+    }
+}
+
 /// An image path.
 #[derive(Debug, Args)]
 pub struct PathArgs {
     /// Image file created by `kvssd format`.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
 }
 
 /// `kvssd put`.
@@ -87,6 +108,8 @@ pub struct PathArgs {
 pub struct PutArgs {
     /// Image file created by `kvssd format`.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Namespace id (default 1, created by format).
     #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
     ns: u32,
@@ -101,6 +124,8 @@ pub struct PutArgs {
 pub struct KeyArgs {
     /// Image file created by `kvssd format`.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Namespace id (default 1, created by format).
     #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
     ns: u32,
@@ -113,6 +138,8 @@ pub struct KeyArgs {
 pub struct ScanArgs {
     /// Image file created by `kvssd format`.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Namespace id (default 1, created by format).
     #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
     ns: u32,
@@ -143,6 +170,8 @@ pub enum NsCommand {
 pub struct NsCreateArgs {
     /// Image file created by `kvssd format`.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Engine preset of the namespace.
     #[arg(long, default_value = "pink", value_parser = parse_preset_name)]
     preset: String,
@@ -156,6 +185,8 @@ pub struct NsCreateArgs {
 pub struct NsDeleteArgs {
     /// Image file created by `kvssd format`.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Namespace id.
     id: u32,
 }
@@ -165,6 +196,8 @@ pub struct NsDeleteArgs {
 pub struct WriteLoopArgs {
     /// Image file created by `kvssd format`.
     path: PathBuf,
+    #[command(flatten)]
+    cache: CacheArgs,
     /// Seed of keys and values.
     #[arg(long)]
     seed: u64,
@@ -266,10 +299,11 @@ impl Failure {
 
 type Outcome = Result<ExitCode, Failure>;
 
-/// The device configuration of an image: a function of its geometry only, so format and every
-/// later open agree without recording anything else.
-pub fn image_config(geometry: &Geometry) -> DeviceConfig {
-    DeviceConfig::for_file_image(geometry)
+/// The device configuration of an image: a function of its geometry and of `--cache`, so format
+/// and every later open agree without recording anything else.
+fn image_config(geometry: &Geometry, cache: CacheArgs) -> Result<DeviceConfig, Failure> {
+    DeviceConfig::for_file_image_with_dram(geometry, cache.bytes())
+        .map_err(|error| Failure::usage(error.to_string()))
 }
 
 fn bytes_of(text: &OsStr) -> Vec<u8> {
@@ -289,9 +323,9 @@ fn device_failure(path: &Path, error: DeviceError) -> Failure {
 }
 
 /// Opens an image: it must exist and hold a kvssd device (never formats a blank array).
-fn open(path: &Path) -> Result<Device, Failure> {
+fn open(path: &Path, cache: CacheArgs) -> Result<Device, Failure> {
     let geometry = Flash::probe(path).map_err(|error| Failure::work(error.to_string()))?;
-    let device = Device::open_path(path, None, image_config(&geometry))
+    let device = Device::open_path(path, None, image_config(&geometry, cache)?)
         .map_err(|error| device_failure(path, error))?;
     if device
         .recovery_report()
@@ -344,7 +378,7 @@ fn format(args: FormatArgs) -> Outcome {
                 .map_err(|error| Failure::work(format!("{}: {error}", args.path.display())))?;
         }
     }
-    let config = image_config(&profile.geometry);
+    let config = image_config(&profile.geometry, args.cache)?;
     let device = Device::create(&args.path, profile.geometry, None, config)
         .map_err(|error| device_failure(&args.path, error))?;
     let spec = match namespace_spec(&args.preset) {
@@ -401,7 +435,7 @@ fn read_value(value: Option<&OsString>) -> Result<Vec<u8>, Failure> {
 
 fn put(args: PutArgs) -> Outcome {
     let value = read_value(args.value.as_ref())?;
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let key = bytes_of(&args.key);
     let stored = device.store(0, NamespaceId(args.ns), &key, &value, StoreMode::Upsert);
     if let Err(error) = stored {
@@ -413,7 +447,7 @@ fn put(args: PutArgs) -> Outcome {
 }
 
 fn get(args: KeyArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let key = bytes_of(&args.key);
     let found = device.retrieve(0, NamespaceId(args.ns), &key, None);
     close(&args.path, device)?;
@@ -434,7 +468,7 @@ fn get(args: KeyArgs) -> Outcome {
 }
 
 fn delete(args: KeyArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let key = bytes_of(&args.key);
     let deleted = device.delete(0, NamespaceId(args.ns), &key);
     close(&args.path, device)?;
@@ -464,7 +498,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 fn scan(args: ScanArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let result = scan_pairs(&device, &args);
     close(&args.path, device)?;
     let lines = result.map_err(|error| device_failure(&args.path, error))?;
@@ -508,7 +542,7 @@ fn scan_pairs(device: &Device, args: &ScanArgs) -> Result<Vec<String>, DeviceErr
 }
 
 fn ns_create(args: NsCreateArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let mut spec = namespace_spec(&args.preset)?;
     spec.quota_bytes = args.quota_bytes;
     let created = device.create_namespace(spec);
@@ -519,7 +553,7 @@ fn ns_create(args: NsCreateArgs) -> Outcome {
 }
 
 fn ns_delete(args: NsDeleteArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let deleted = device.delete_namespace(0, NamespaceId(args.id));
     close(&args.path, device)?;
     deleted.map_err(|error| device_failure(&args.path, error))?;
@@ -527,7 +561,7 @@ fn ns_delete(args: NsDeleteArgs) -> Outcome {
 }
 
 fn ns_list(args: PathArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let listed = device.list_namespaces();
     close(&args.path, device)?;
     let namespaces = listed.map_err(|error| device_failure(&args.path, error))?;
@@ -567,7 +601,7 @@ fn lifetime_erases(path: &Path) -> Result<(u64, u32), Failure> {
 
 fn stats(args: PathArgs) -> Outcome {
     let (erases_total, erases_max) = lifetime_erases(&args.path)?;
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let gathered = device
         .stats()
         .and_then(|stats| Ok((stats, device.list_namespaces()?)));
@@ -588,6 +622,21 @@ fn stats(args: PathArgs) -> Outcome {
     );
     println!("erases_lifetime {erases_total} (most on one block: {erases_max})");
     println!("device_gc_victims {}", stats.device_gc_victims);
+    let config = image_config(&geometry, args.cache)?;
+    println!(
+        "dram_budget_bytes {} per namespace ({})",
+        config.engine.dram_budget_bytes,
+        match args.cache.cache {
+            Some(mib) => format!("--cache {mib}"),
+            None => "default; --cache MIB sets it".into(),
+        }
+    );
+    // The cache gets what the indexes' plans leave of their budgets (pinned levels first).
+    let cache = stats.index_cache.unwrap_or_default();
+    println!(
+        "index_page_cache capacity {} hits {} misses {} pages {} bytes {} (since this open)",
+        cache.capacity_bytes, cache.hits, cache.misses, cache.pages, cache.bytes
+    );
     println!("namespaces {}", stats.namespaces);
     for info in &namespaces {
         println!(
@@ -612,6 +661,15 @@ fn stats(args: PathArgs) -> Outcome {
             info.dram.total(),
             info.dram.budget
         );
+        println!("namespace {} shape {}", info.id, info.shape);
+        if !info.counters.is_empty() {
+            let counters: Vec<String> = info
+                .counters
+                .iter()
+                .map(|(name, value)| format!("{name} {value}"))
+                .collect();
+            println!("namespace {} counters: {}", info.id, counters.join(" "));
+        }
     }
     println!("flash counters since this open (recovery and the closing checkpoint):");
     for purpose in Purpose::ALL {
@@ -632,7 +690,7 @@ fn stats(args: PathArgs) -> Outcome {
 }
 
 fn check(args: PathArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     // A checkpoint first trims the log, so a torn page a crash left at its tail is not reported.
     let checked = device.checkpoint(0).and_then(|t| device.check(t));
     close(&args.path, device)?;
@@ -689,7 +747,7 @@ fn loop_pair(seed: u64, keys: u64, index: u64) -> (Vec<u8>, Vec<u8>) {
 }
 
 fn write_loop(args: WriteLoopArgs) -> Outcome {
-    let device = open(&args.path)?;
+    let device = open(&args.path, args.cache)?;
     let mut stdout = std::io::stdout().lock();
     for index in 0..args.count {
         let (key, value) = loop_pair(args.seed, args.keys, index);

@@ -165,6 +165,7 @@ fn run_serve(args: ServeArgs) -> ExitCode {
         databases: args.databases,
         preset: args.preset,
         idle_timeout: (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout)),
+        dram_budget_bytes: args.cache.bytes(),
     };
     match kvssd_server::run(config) {
         Ok(()) => ExitCode::SUCCESS,

@@ -419,3 +419,40 @@ fn image_crash_test_prints_the_points_survived() {
         "{stdout}"
     );
 }
+
+#[test]
+fn image_cache_flag_sets_the_indexing_budget_stats_shows() {
+    let image = Image::new(&["--cache", "2"]);
+    let path = image.path();
+    ok(&kvssd(&["put", path, "--cache", "3", "alpha", "one"]));
+    assert_eq!(ok(&kvssd(&["get", path, "--cache", "3", "alpha"])), "one");
+    let stats = ok(&kvssd(&["stats", path, "--cache", "3"]));
+    assert!(
+        stats.contains("dram_budget_bytes 3145728 per namespace (--cache 3)"),
+        "{stats}"
+    );
+    assert!(stats.contains(" budget 3145728"), "{stats}");
+    assert!(stats.contains("namespace 1 shape "), "{stats}");
+    // The tiny image's index plans to use little of 3 MiB: the cache gets the rest.
+    let capacity: u64 = stats
+        .split("index_page_cache capacity ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse().ok())
+        .expect("a cache capacity");
+    assert!(capacity > 0 && capacity < 3 << 20, "{stats}");
+    // Without the flag, the image's default (test_min keeps the engine's own small budget and
+    // no cache).
+    let stats = ok(&kvssd(&["stats", path]));
+    assert!(
+        stats.contains("per namespace (default; --cache MIB sets it)"),
+        "{stats}"
+    );
+    assert!(stats.contains("index_page_cache capacity 0 "), "{stats}");
+    assert!(!stats.contains(" budget 3145728"), "{stats}");
+    // Out of range or not a number: a bad command line.
+    for bad in ["0", "lots", "1048577"] {
+        let stderr = failed(&kvssd(&["stats", path, "--cache", bad]), 2);
+        assert!(stderr.contains("--cache"), "{bad}: {stderr}");
+    }
+}

@@ -44,6 +44,11 @@ pub struct DeviceConfig {
     /// With a write-ahead log: a checkpoint (which trims the log) is written once the log holds
     /// this many blocks, besides after every flush, compaction and GC.
     pub checkpoint_log_blocks: usize,
+    /// Most bytes of host memory for a cache of index pages read from file media
+    /// ([`kvssd_flash::Flash::set_index_cache_bytes`]), shared by the namespaces; the cache gets
+    /// at most what their indexes plan never to use of their DRAM budgets. 0 (the default, and
+    /// always on simulated flash) keeps none.
+    pub index_cache_bytes: u64,
 }
 
 /// How a device keeps acknowledged writes across power loss.
@@ -123,6 +128,7 @@ impl DeviceConfig {
             batch_operations_max: BATCH_OPERATIONS_MAX,
             durability: Durability::Volatile,
             checkpoint_log_blocks: 2,
+            index_cache_bytes: 0,
         }
     }
 }

@@ -325,6 +325,7 @@ impl Device {
             flash: core.space.flash().counters(),
             controller: core.space.flash().busy(),
             media_bytes: core.space.flash().media_bytes(),
+            index_cache: core.space.flash().index_cache_stats(),
         })
     }
 

@@ -181,6 +181,14 @@ pub enum DeviceError {
     /// The operation is not available in this device's durability mode or on its media.
     #[error("unsupported: {0}")]
     Unsupported(String),
+    /// An indexing DRAM budget of zero, or over the limit, was asked for.
+    #[error("an indexing DRAM budget of {bytes} bytes is outside 1..={max} bytes")]
+    DramBudgetInvalid {
+        /// The budget asked for.
+        bytes: u64,
+        /// The largest budget taken.
+        max: u64,
+    },
 }
 
 impl From<EngineError> for DeviceError {

@@ -1,34 +1,98 @@
 //! The configuration of a device kept in a file: a function of the geometry recorded in the image
-//! and nothing else, so every program that opens an image (the `kvssd` tools, the C library)
-//! opens it exactly as it was formatted without recording anything more.
+//! and of the host memory the opener gives its indexes, so every program that opens an image (the
+//! `kvssd` tools, the server, the C library) opens it as it was formatted without recording
+//! anything more.
 
 use kvssd_engine::{EngineConfig, Preset};
 use kvssd_flash::{Geometry, Profile};
 
-use crate::{DeviceConfig, Durability, SyncPolicy};
+use crate::{DeviceConfig, DeviceError, Durability, SyncPolicy};
+
+/// Indexing DRAM a namespace of a file image gets by default at most: a host's memory, not a
+/// controller's (PinK's 0.1% of capacity pins almost nothing of an image on a host, and every
+/// GET then reads index pages from the file).
+pub const FILE_DRAM_DEFAULT_BYTES_MAX: u64 = 256 << 20;
+
+/// The share of the image's capacity the default budget takes below that cap (one sixteenth).
+pub const FILE_DRAM_DEFAULT_CAPACITY_DIVISOR: u64 = 16;
+
+/// The largest indexing DRAM budget a file image may be opened with (1 TiB), so that a typo on a
+/// command line is refused instead of being planned for.
+pub const FILE_DRAM_BUDGET_BYTES_MAX: u64 = 1 << 40;
 
 impl DeviceConfig {
-    /// The configuration of a file-media device of `geometry`: `test_min` images get the
-    /// engine's `test_min` configuration; other geometries the defaults with PinK's DRAM budget
-    /// (0.1% of capacity for indexing, plus L0, the largest value and a block for GC
-    /// re-insertion). A write-ahead log synced on every command.
+    /// The configuration of a file-media device of `geometry` with the default DRAM budget
+    /// ([`DeviceConfig::file_image_dram_default_bytes`], used as
+    /// [`DeviceConfig::for_file_image_with_dram`] says); `test_min` images get the engine's
+    /// `test_min` configuration and no index page cache. A write-ahead log synced on every
+    /// command.
     pub fn for_file_image(geometry: &Geometry) -> DeviceConfig {
         let mut config = if *geometry == Profile::test_min().geometry {
             DeviceConfig::test_min()
         } else {
-            // PinK's DRAM (§5.1): 0.1% of capacity for indexing, plus the write buffer (L0), the
-            // largest value and, for GC re-insertion, a block of relocated values on top.
             let mut engine = EngineConfig::new(Preset::Pink, geometry);
-            engine.dram_budget_bytes = geometry.capacity_bytes() / 1000
-                + engine.l0_bytes
-                + engine.value_bytes_max(geometry) as u64
-                + geometry.block_bytes();
+            let budget = DeviceConfig::file_image_dram_default_bytes(geometry);
+            engine.dram_budget_bytes = budget;
             let mut config = DeviceConfig::with_engine(engine);
             config.block = kvssd_engine::block::BlockConfig::new(geometry);
             config.block.space = config.space.clone();
+            split_budget(&mut config, budget);
             config
         };
         config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
         config
     }
+
+    /// [`DeviceConfig::for_file_image`] with a DRAM budget of `dram_budget_bytes` (`None`: the
+    /// default): each LSM or hash namespace's index budget, and the bound of the cache of index
+    /// pages (`index_cache_bytes`), which the device gives only what the indexes' plans leave
+    /// unused (pinned levels first, at their capacity). Refuses a
+    /// budget of zero or over [`FILE_DRAM_BUDGET_BYTES_MAX`] with
+    /// [`DeviceError::DramBudgetInvalid`]; a budget too small for the image's level lists is
+    /// refused when a namespace opens (`EngineError::DramBudgetTooSmall`).
+    pub fn for_file_image_with_dram(
+        geometry: &Geometry,
+        dram_budget_bytes: Option<u64>,
+    ) -> Result<DeviceConfig, DeviceError> {
+        let mut config = DeviceConfig::for_file_image(geometry);
+        match dram_budget_bytes {
+            None => {}
+            Some(bytes) if bytes == 0 || bytes > FILE_DRAM_BUDGET_BYTES_MAX => {
+                return Err(DeviceError::DramBudgetInvalid {
+                    bytes,
+                    max: FILE_DRAM_BUDGET_BYTES_MAX,
+                })
+            }
+            Some(bytes) => split_budget(&mut config, bytes),
+        }
+        Ok(config)
+    }
+
+    /// The default indexing DRAM budget of a file image: a sixteenth of its capacity, at most
+    /// [`FILE_DRAM_DEFAULT_BYTES_MAX`], and never less than PinK's (0.1% of capacity for
+    /// indexing, plus L0, the largest value and a block for GC re-insertion).
+    pub fn file_image_dram_default_bytes(geometry: &Geometry) -> u64 {
+        let host = (geometry.capacity_bytes() / FILE_DRAM_DEFAULT_CAPACITY_DIVISOR)
+            .min(FILE_DRAM_DEFAULT_BYTES_MAX);
+        host.max(pink_budget_bytes(geometry))
+    }
+}
+
+/// Gives `bytes` of DRAM to the namespaces' indexes, and lets the index page cache use what they
+/// leave of it.
+fn split_budget(config: &mut DeviceConfig, bytes: u64) {
+    config.index_cache_bytes = bytes;
+    config.engine.dram_budget_bytes = bytes;
+    config.hash.dram_budget_bytes = bytes;
+    config.kaml.dram_budget_bytes = bytes;
+}
+
+/// PinK's DRAM (§5.1): 0.1% of capacity for indexing, plus the write buffer (L0), the largest
+/// value and, for GC re-insertion, a block of relocated values on top.
+fn pink_budget_bytes(geometry: &Geometry) -> u64 {
+    let engine = EngineConfig::new(Preset::Pink, geometry);
+    geometry.capacity_bytes() / 1000
+        + engine.l0_bytes
+        + engine.value_bytes_max(geometry) as u64
+        + geometry.block_bytes()
 }

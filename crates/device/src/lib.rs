@@ -72,6 +72,9 @@ mod types;
 pub use device::{supports_iterators, Device, DeviceConfig, Durability};
 pub use durability::{DurabilityCounts, RecoveryReport, SyncPolicy};
 pub use error::{DeviceError, Result};
+pub use file_config::{
+    FILE_DRAM_BUDGET_BYTES_MAX, FILE_DRAM_DEFAULT_BYTES_MAX, FILE_DRAM_DEFAULT_CAPACITY_DIVISOR,
+};
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,
     NamespaceId, NamespaceInfo, NamespaceSpec, NextBatch, Pairs, PresetKind, Retrieved, StoreMode,

@@ -338,4 +338,6 @@ pub struct DeviceStats {
     pub controller: kvssd_flash::Busy,
     /// Bytes of host memory the simulated media keeps its pages in (zero on file media).
     pub media_bytes: u64,
+    /// The cache of index pages read from file media (`None` without one).
+    pub index_cache: Option<kvssd_flash::IndexCacheStats>,
 }

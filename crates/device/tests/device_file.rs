@@ -127,19 +127,25 @@ fn device_file_damage_gives_a_typed_error_or_a_prefix_never_wrong_data() {
     let history = write(&device);
     drop(device);
     let pristine = std::fs::read(&path).expect("read image");
+    // Image format 2: page n's slot (payload, then OOB area) at slot offset + n x slot bytes.
     let data_offset = header_u64(&pristine, 44);
+    let slot_bytes = header_u64(&pristine, 52);
+    assert!(
+        slot_bytes > page_bytes,
+        "a slot holds the payload and the OOB area"
+    );
     let mut cases: Vec<(String, Vec<u64>)> = Vec::new();
     // Every superblock page (blocks 0 and 1) at once.
     cases.push((
         "superblock".into(),
         (0..2 * pages_per_block)
-            .map(|page| data_offset + page * page_bytes + 20)
+            .map(|page| data_offset + page * slot_bytes + 20)
             .collect(),
     ));
     // Each programmed log-framed page (checkpoint or log), one at a time.
     let pages_total = geometry.pages_total();
     for page in 2 * pages_per_block..pages_total {
-        let at = (data_offset + page * page_bytes) as usize;
+        let at = (data_offset + page * slot_bytes) as usize;
         if pristine.get(at..at + 4) == Some(&b"KLOG"[..]) {
             cases.push((format!("log-framed page {page}"), vec![at as u64 + 40]));
         }

@@ -221,6 +221,12 @@ pub trait Engine: Send {
     /// The DRAM budget it was given, in bytes.
     fn dram_budget_bytes(&self) -> u64;
 
+    /// Bytes of its DRAM budget it never plans to use (0 by default: an engine that plans its
+    /// whole budget, or cannot tell). A device may lend them to a cache of its index pages.
+    fn spare_dram_bytes(&self) -> u64 {
+        0
+    }
+
     /// Its levels for the consistency check, if it keeps sorted levels (`None` by default:
     /// the check skips the namespace).
     fn levels_view(&self) -> Option<LevelsView> {

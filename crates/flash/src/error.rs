@@ -112,7 +112,7 @@ pub enum FlashError {
         path: PathBuf,
     },
     /// The image was written by an incompatible format version.
-    #[error("{path}: image format version {found} is not supported (this build reads version {supported})")]
+    #[error("{path}: image format version {found} is not supported (this build reads version {supported}; format a new image)")]
     UnsupportedVersion {
         /// The file.
         path: PathBuf,

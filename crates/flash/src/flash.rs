@@ -5,7 +5,8 @@ use std::path::Path;
 use crate::background::{JobId, Lane};
 use crate::compact::CompactMedia;
 use crate::fault::{Faults, InFlight};
-use crate::media::{FileMedia, Media, RamMedia, ReadFailure};
+use crate::index_cache::{IndexCache, IndexCacheStats};
+use crate::media::{FileIo, FileMedia, Media, RamMedia, ReadFailure, SyncHandle};
 use crate::timing::{Busy, Timeline};
 use crate::{
     BlockAddress, Counters, FaultConfig, FlashError, Geometry, MediaKind, PageAddress, Purpose,
@@ -29,6 +30,9 @@ struct BlockState {
     /// Pages `0..next_page` are programmed (or were consumed by a torn program); the rest are erased.
     next_page: u32,
     erase_count: u32,
+    /// The program sequence number at the block's last erase: a trailer with a lower sequence
+    /// is a page programmed before it (file media keep erased pages' old bytes).
+    erase_sequence: u64,
 }
 
 /// A NAND flash array.
@@ -67,6 +71,8 @@ pub struct Flash {
     verify_every_read: bool,
     /// Pages (device-wide indices) a torn program left damaged, until their block is erased.
     torn_pages: std::collections::BTreeSet<u64>,
+    /// Index pages kept in host memory (file media only, when asked for).
+    index_cache: Option<IndexCache>,
 }
 
 impl Flash {
@@ -118,16 +124,35 @@ impl Flash {
         let pages_per_block = geometry.pages_per_block as usize;
         let oob_bytes = geometry.oob_bytes as usize;
         let mut oob = vec![0u8; pages_per_block * oob_bytes];
+        let mut scratch = Vec::new();
         let mut blocks = Vec::with_capacity(geometry.blocks_total() as usize);
         let mut next_sequence = 0;
-        for (block_index, erase_count) in opened.erase_counts.iter().copied().enumerate() {
-            opened.media.read_block_oob(block_index as u64, &mut oob)?;
-            // The write pointer is one past the last page with a trailer, so a page is never
-            // programmed twice even if an earlier page lost its trailer (it then reads as corrupt).
+        for (block_index, (&erase_count, &erase_sequence)) in opened
+            .erase_counts
+            .iter()
+            .zip(&opened.erase_sequences)
+            .enumerate()
+        {
+            next_sequence = next_sequence.max(erase_sequence);
+            if !opened.media.block_may_hold_data(block_index as u64) {
+                // A hole in a sparse image: never programmed.
+                blocks.push(BlockState {
+                    next_page: 0,
+                    erase_count,
+                    erase_sequence,
+                });
+                continue;
+            }
+            opened
+                .media
+                .read_block_oob(block_index as u64, &mut scratch, &mut oob)?;
+            // The write pointer is one past the last page programmed since the block's erase, so a
+            // page is never programmed twice even if an earlier page lost its trailer (it then
+            // reads as corrupt). Trailers older than the erase are what the erase left behind.
             let mut next_page = 0;
             for (page, area) in oob.chunks_exact(oob_bytes).enumerate() {
                 let trailer = Trailer::decode(area);
-                if trailer.magic == PAGE_MAGIC {
+                if trailer.magic == PAGE_MAGIC && trailer.sequence >= erase_sequence {
                     next_page = page as u32 + 1;
                     next_sequence = next_sequence.max(trailer.sequence + 1);
                 }
@@ -135,6 +160,7 @@ impl Flash {
             blocks.push(BlockState {
                 next_page,
                 erase_count,
+                erase_sequence,
             });
         }
         Ok(Flash::assemble(
@@ -170,7 +196,27 @@ impl Flash {
             faults: Faults::new(FaultConfig::default()),
             next_sequence,
             operations: 0,
+            index_cache: None,
         }
+    }
+
+    /// Keeps up to `bytes` of index pages (reads with [`Purpose::Index`]) in host memory, on
+    /// file media only, where a read is a system call and a checksum; 0 turns the cache off.
+    /// Memory media keep no such cache (their reads are memory copies, and the simulated
+    /// figures stay those of the array). Returns whether a cache is on.
+    pub fn set_index_cache_bytes(&mut self, bytes: u64) -> bool {
+        self.index_cache = (bytes > 0 && matches!(self.media, Media::File(_))).then(|| {
+            IndexCache::new(
+                bytes,
+                u64::from(self.geometry.page_bytes) + u64::from(self.geometry.oob_bytes),
+            )
+        });
+        self.index_cache.is_some()
+    }
+
+    /// What the index page cache did and holds (`None` without one).
+    pub fn index_cache_stats(&self) -> Option<IndexCacheStats> {
+        self.index_cache.as_ref().map(IndexCache::stats)
     }
 
     /// The geometry.
@@ -181,6 +227,12 @@ impl Flash {
     /// The timing profile, or `None` if operations take no simulated time.
     pub fn timing(&self) -> Option<&TimingProfile> {
         self.timeline.as_ref().map(Timeline::profile)
+    }
+
+    /// The system calls the file media made since the array was opened (`None` on memory
+    /// media): a program is one write, a read one read.
+    pub fn file_io(&self) -> Option<FileIo> {
+        self.media.file_io()
     }
 
     /// Which media the pages are on.
@@ -364,6 +416,17 @@ impl Flash {
         self.media.sync()
     }
 
+    /// A handle that syncs the file media while the caller holds no lock on this array, for
+    /// callers that would rather not hold one across `fdatasync`. `None` on memory media (nothing
+    /// to sync) and while faults are being injected or power is cut, where [`Flash::sync`] must
+    /// decide what a sync does.
+    pub fn sync_handle(&self) -> Option<SyncHandle> {
+        if self.faults.power_cut || !self.faults.is_quiet() {
+            return None;
+        }
+        self.media.sync_handle()
+    }
+
     /// Reads a page issued at `at`: its payload into `data` (exactly `page_bytes`) and the first
     /// `oob.len()` bytes of its user OOB area into `oob` (at most `oob_user_bytes`).
     pub fn read(
@@ -382,11 +445,25 @@ impl Flash {
         if page.page >= self.blocks[slot].next_page {
             return Err(FlashError::ReadErased { page });
         }
+        let index = self.geometry.page_index(page);
+        let cached = purpose == Purpose::Index && self.faults.is_quiet();
+        if cached {
+            if let Some(hit) = self.index_cache.as_mut().and_then(|cache| cache.get(index)) {
+                // Verified when it was read, and unchanged since: the page was neither
+                // programmed nor erased, or the cache would have forgotten it.
+                let reserved = OOB_RESERVED_BYTES as usize;
+                data.copy_from_slice(&hit.data);
+                oob.copy_from_slice(&hit.oob[reserved..reserved + oob.len()]);
+                return Ok(PageRead {
+                    done_at: at,
+                    sequence: hit.sequence,
+                });
+            }
+        }
         self.operations += 1;
         if !self.faults.is_quiet() && self.faults.begin_operation() {
             return Err(FlashError::PowerCut);
         }
-        let index = self.geometry.page_index(page);
         let discarded = match self
             .media
             .read(index, data, &mut self.oob_scratch, &self.geometry)
@@ -423,11 +500,17 @@ impl Flash {
             || faults_active
             || (!self.torn_pages.is_empty() && self.torn_pages.contains(&index));
         if trailer.magic != PAGE_MAGIC
+            || trailer.sequence < self.blocks[slot].erase_sequence
             || (verify && trailer.crc != page_crc(data, user_oob, index, trailer.sequence))
         {
             return Err(FlashError::Corrupt { page });
         }
         oob.copy_from_slice(&user_oob[..oob.len()]);
+        if cached && verify {
+            if let Some(cache) = self.index_cache.as_mut() {
+                cache.insert(index, data, &self.oob_scratch, trailer.sequence);
+            }
+        }
         Ok(PageRead {
             done_at,
             sequence: trailer.sequence,
@@ -466,6 +549,9 @@ impl Flash {
             });
         }
         let index = self.geometry.page_index(page);
+        if let Some(cache) = self.index_cache.as_mut() {
+            cache.forget(index, index + 1);
+        }
         let sequence = self.next_sequence;
         self.next_sequence += 1;
         let reserved = OOB_RESERVED_BYTES as usize;
@@ -524,7 +610,11 @@ impl Flash {
         if page.page >= self.blocks[slot].next_page {
             return Err(FlashError::ReadErased { page });
         }
-        Ok(self.media.discard(self.geometry.page_index(page)))
+        let index = self.geometry.page_index(page);
+        if let Some(cache) = self.index_cache.as_mut() {
+            cache.forget(index, index + 1);
+        }
+        Ok(self.media.discard(index))
     }
 
     /// Erases a whole block issued at `at`; returns when the erase completes.
@@ -545,8 +635,13 @@ impl Flash {
         if in_flight && !self.faults.coin() {
             return Err(FlashError::PowerCut);
         }
+        if let Some(cache) = self.index_cache.as_mut() {
+            let first = slot as u64 * u64::from(self.geometry.pages_per_block);
+            cache.forget(first, first + u64::from(self.geometry.pages_per_block));
+        }
         let erase_count = self.blocks[slot].erase_count.saturating_add(1);
-        self.media.erase(slot as u64, erase_count)?;
+        self.media
+            .erase(slot as u64, erase_count, self.next_sequence)?;
         if !self.torn_pages.is_empty() {
             let first = slot as u64 * u64::from(self.geometry.pages_per_block);
             let last = first + u64::from(self.geometry.pages_per_block);
@@ -558,6 +653,7 @@ impl Flash {
         self.blocks[slot] = BlockState {
             next_page: 0,
             erase_count,
+            erase_sequence: self.next_sequence,
         };
         self.counters
             .record_erase(purpose, self.geometry.block_bytes());

@@ -36,6 +36,7 @@ mod flash;
 #[doc(hidden)]
 pub mod fuzzing;
 mod geometry;
+mod index_cache;
 mod media;
 mod profile;
 mod retry;
@@ -52,7 +53,8 @@ pub use geometry::{
     BlockAddress, Geometry, GeometryError, PageAddress, DEVICE_PAGES_MAX, OOB_BYTES_MAX,
     OOB_RESERVED_BYTES, PAGE_BYTES_MAX, PAGE_BYTES_MIN,
 };
-pub use media::{MediaKind, IMAGE_FORMAT_VERSION};
+pub use index_cache::IndexCacheStats;
+pub use media::{FileIo, MediaKind, SyncHandle, IMAGE_FORMAT_VERSION};
 pub use profile::{Profile, PINK_BLOCKS_PER_DIE};
 pub use retry::READ_ATTEMPTS_MAX;
 pub use timing::{Busy, ControllerModel, SimTime, TimingProfile, BOOKING_WINDOW_NS};

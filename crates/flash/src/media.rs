@@ -5,42 +5,51 @@
 //! counts. They enforce nothing: the NAND rules, checksums, timing and faults live in [`crate::Flash`],
 //! so both media obey exactly the same rules.
 //!
-//! # File image layout (format version 1, all integers little-endian)
+//! # File image layout (format version 2, all integers little-endian)
 //!
 //! ```text
 //! offset 0            header, 4096 bytes:
 //!                       0  magic "KVSSDIMG" (8 bytes)
-//!                       8  format version u32 (= 1)
+//!                       8  format version u32 (= 2)
 //!                      12  channels u32, ways_per_channel u32, blocks_per_die u32,
 //!                          pages_per_block u32, page_bytes u32, oob_bytes u32
-//!                      36  block table offset u64, data offset u64, OOB offset u64, image bytes u64
+//!                      36  block table offset u64, slot offset u64, slot bytes u64, image bytes u64
 //!                      68  CRC-32C of bytes 0..68, u32
 //!                      72  zero up to 4096
-//! 4096                block table: blocks_total x u32 erase counts, by device-wide block index
-//! data offset         payload region: page n (device-wide index) at data offset + n x page_bytes;
-//!                     the data offset is rounded up to a multiple of max(4096, page_bytes)
-//! OOB offset          OOB region: page n's OOB area at OOB offset + n x oob_bytes
+//! 4096                block table, by device-wide block index, 16 bytes a block: erase count u32,
+//!                     zero u32, erase sequence u64 (the program sequence number at its last erase)
+//! slot offset         page slots: page n (device-wide index) at slot offset + n x slot bytes,
+//!                     each the payload (page_bytes) followed by the whole OOB area (oob_bytes);
+//!                     the slot offset is rounded up to a multiple of max(4096, page_bytes)
 //! ```
 //!
 //! A page's OOB area starts with the flash layer's 16-byte trailer (magic u32 "PAGE", CRC-32C u32,
-//! program sequence u64). An erased page has an all-zero trailer: erasing a block zeroes the OOB areas of
-//! its pages and leaves the payload bytes (which no read can reach) as they were. A program writes the
-//! payload first and the OOB area second, so the trailer is the commit point of a page: a page whose
-//! trailer did not reach the medium reads as erased, one whose payload is incomplete fails its checksum.
+//! program sequence u64). A page is programmed if its trailer has the magic number and a sequence
+//! at least its block's erase sequence: erasing a block is one write of its table entry, and the
+//! pages keep their bytes (which no read can reach). A program writes a page's payload and OOB area in one `pwrite` and a read takes both in
+//! one `pread`; the CRC in the trailer covers both, so a write torn anywhere reads as corrupt, or as
+//! erased if the trailer never reached the medium.
+//!
+//! Version 1 kept payloads and OOB areas in two regions, so every program cost two writes; its
+//! images are refused with [`FlashError::UnsupportedVersion`].
 
 use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use crate::compact::{CompactMedia, Unreadable};
 use crate::{FlashError, Geometry, Result};
 
 /// The image format version this build writes and reads.
-pub const IMAGE_FORMAT_VERSION: u32 = 1;
+pub const IMAGE_FORMAT_VERSION: u32 = 2;
 const IMAGE_MAGIC: &[u8; 8] = b"KVSSDIMG";
 const HEADER_BYTES: u64 = 4096;
 const HEADER_CHECKED_BYTES: usize = 68;
+/// Bytes of a block's entry in the block table: erase count u32, zero u32, erase sequence u64.
+const BLOCK_ENTRY_BYTES: u64 = 16;
 
 /// Which media a device keeps its pages on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,14 +136,43 @@ impl Media {
         }
     }
 
-    pub(crate) fn erase(&mut self, block_index: u64, erase_count: u32) -> Result<()> {
+    /// Erases a block; `erase_sequence` is the program sequence number the next program gets.
+    pub(crate) fn erase(
+        &mut self,
+        block_index: u64,
+        erase_count: u32,
+        erase_sequence: u64,
+    ) -> Result<()> {
         match self {
             Media::Ram(_) => Ok(()),
             Media::Compact(compact) => {
                 compact.erase(block_index);
                 Ok(())
             }
-            Media::File(file) => file.erase(block_index, erase_count),
+            Media::File(file) => file.erase(block_index, erase_count, erase_sequence),
+        }
+    }
+
+    /// The system calls file media made (none for memory media).
+    pub(crate) fn file_io(&self) -> Option<FileIo> {
+        match self {
+            Media::File(file) => Some(FileIo {
+                syncs: file.syncs.load(Ordering::Relaxed),
+                ..file.io
+            }),
+            Media::Ram(_) | Media::Compact(_) => None,
+        }
+    }
+
+    /// A handle that syncs the file media without borrowing them (`None` on memory media).
+    pub(crate) fn sync_handle(&self) -> Option<SyncHandle> {
+        match self {
+            Media::File(file) => Some(SyncHandle {
+                file: Arc::clone(&file.file),
+                path: file.path.clone(),
+                syncs: Arc::clone(&file.syncs),
+            }),
+            Media::Ram(_) | Media::Compact(_) => None,
         }
     }
 
@@ -150,10 +188,12 @@ impl Media {
     pub(crate) fn sync(&mut self) -> Result<()> {
         match self {
             Media::Ram(_) | Media::Compact(_) => Ok(()),
-            Media::File(file) => file
-                .file
-                .sync_data()
-                .map_err(|source| FlashError::io(format!("sync {}", file.path.display()), source)),
+            Media::File(file) => {
+                file.syncs.fetch_add(1, Ordering::Relaxed);
+                file.file.sync_data().map_err(|source| {
+                    FlashError::io(format!("sync {}", file.path.display()), source)
+                })
+            }
         }
     }
 }
@@ -220,36 +260,86 @@ impl RamMedia {
     }
 }
 
+/// The system calls file media made since they were opened: what one program, read, erase or
+/// sync costs on a file, observable without tracing the process.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileIo {
+    /// `pwrite` calls (page programs, erases' OOB clears and erase counts; not the header).
+    pub writes: u64,
+    /// `pread` calls for pages (not the header, the block table or the scan at open).
+    pub reads: u64,
+    /// `fdatasync` calls.
+    pub syncs: u64,
+}
+
+/// Syncs a file image's writes to stable storage without holding the [`crate::Flash`] it came
+/// from, so that a caller can release its locks while `fdatasync` runs. A sync covers every write
+/// that returned before it began, whichever handle made it.
+pub struct SyncHandle {
+    file: Arc<File>,
+    path: PathBuf,
+    syncs: Arc<AtomicU64>,
+}
+
+impl SyncHandle {
+    /// `fdatasync` of the image.
+    pub fn sync(&self) -> Result<()> {
+        self.syncs.fetch_add(1, Ordering::Relaxed);
+        self.file
+            .sync_data()
+            .map_err(|source| FlashError::io(format!("sync {}", self.path.display()), source))
+    }
+}
+
+impl std::fmt::Debug for SyncHandle {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SyncHandle")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
 /// Pages in a file or block device.
 pub(crate) struct FileMedia {
-    file: File,
+    file: Arc<File>,
     path: PathBuf,
     geometry: Geometry,
     layout: Layout,
+    /// One page slot (payload then OOB area), so that a page moves in one system call.
+    slot: Vec<u8>,
+    /// Writes and reads; syncs are in `syncs`, shared with [`SyncHandle`]s.
+    io: FileIo,
+    syncs: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct Layout {
     block_table_offset: u64,
-    data_offset: u64,
-    oob_offset: u64,
+    slot_offset: u64,
+    slot_bytes: u64,
     image_bytes: u64,
 }
 
 impl Layout {
     fn of(geometry: &Geometry) -> Layout {
         let block_table_offset = HEADER_BYTES;
-        let block_table_end = block_table_offset + geometry.blocks_total() * 4;
+        let block_table_end = block_table_offset + geometry.blocks_total() * BLOCK_ENTRY_BYTES;
         let alignment = u64::from(geometry.page_bytes).max(4096);
-        let data_offset = block_table_end.div_ceil(alignment) * alignment;
-        let oob_offset = data_offset + geometry.pages_total() * u64::from(geometry.page_bytes);
-        let image_bytes = oob_offset + geometry.pages_total() * u64::from(geometry.oob_bytes);
+        let slot_offset = block_table_end.div_ceil(alignment) * alignment;
+        let slot_bytes = u64::from(geometry.page_bytes) + u64::from(geometry.oob_bytes);
+        let image_bytes = slot_offset + geometry.pages_total() * slot_bytes;
         Layout {
             block_table_offset,
-            data_offset,
-            oob_offset,
+            slot_offset,
+            slot_bytes,
             image_bytes,
         }
+    }
+
+    /// Where page `index`'s slot starts.
+    fn slot_at(&self, index: u64) -> u64 {
+        self.slot_offset + index * self.slot_bytes
     }
 }
 
@@ -257,6 +347,9 @@ impl Layout {
 pub(crate) struct OpenedImage {
     pub(crate) media: FileMedia,
     pub(crate) erase_counts: Vec<u32>,
+    /// Per block, the program sequence number its last erase happened at: a page of the block
+    /// whose trailer carries a lower sequence was programmed before that erase.
+    pub(crate) erase_sequences: Vec<u64>,
 }
 
 impl FileMedia {
@@ -293,21 +386,18 @@ impl FileMedia {
                 &file,
                 path,
                 layout.block_table_offset,
-                geometry.blocks_total() * 4,
+                geometry.blocks_total() * BLOCK_ENTRY_BYTES,
             )?;
-            zero_range(
-                &file,
-                path,
-                layout.oob_offset,
-                geometry.pages_total() * u64::from(geometry.oob_bytes),
-            )?;
+            let zeros = vec![0u8; geometry.oob_bytes as usize];
+            for index in 0..geometry.pages_total() {
+                file.write_all_at(
+                    &zeros,
+                    layout.slot_at(index) + u64::from(geometry.page_bytes),
+                )
+                .map_err(|source| FlashError::io(format!("clear {}", path.display()), source))?;
+            }
         }
-        let media = FileMedia {
-            file,
-            path: path.to_path_buf(),
-            geometry: *geometry,
-            layout,
-        };
+        let media = FileMedia::assemble(file, path, geometry, layout);
         media.write_header()?;
         media
             .file
@@ -349,24 +439,38 @@ impl FileMedia {
                 actual,
             });
         }
-        let mut table = vec![0u8; (geometry.blocks_total() * 4) as usize];
+        let mut table = vec![0u8; (geometry.blocks_total() * BLOCK_ENTRY_BYTES) as usize];
         file.read_exact_at(&mut table, layout.block_table_offset)
             .map_err(|source| {
                 FlashError::io(format!("read block table of {}", path.display()), source)
             })?;
-        let erase_counts = table
-            .chunks_exact(4)
-            .map(|bytes| u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]))
-            .collect();
+        let mut erase_counts = Vec::with_capacity(geometry.blocks_total() as usize);
+        let mut erase_sequences = Vec::with_capacity(geometry.blocks_total() as usize);
+        for entry in table.chunks_exact(BLOCK_ENTRY_BYTES as usize) {
+            let mut count = [0u8; 4];
+            count.copy_from_slice(&entry[0..4]);
+            let mut sequence = [0u8; 8];
+            sequence.copy_from_slice(&entry[8..16]);
+            erase_counts.push(u32::from_le_bytes(count));
+            erase_sequences.push(u64::from_le_bytes(sequence));
+        }
         Ok(OpenedImage {
-            media: FileMedia {
-                file,
-                path: path.to_path_buf(),
-                geometry,
-                layout,
-            },
+            media: FileMedia::assemble(file, path, &geometry, layout),
             erase_counts,
+            erase_sequences,
         })
+    }
+
+    fn assemble(file: File, path: &Path, geometry: &Geometry, layout: Layout) -> FileMedia {
+        FileMedia {
+            file: Arc::new(file),
+            path: path.to_path_buf(),
+            geometry: *geometry,
+            layout,
+            slot: vec![0u8; layout.slot_bytes as usize],
+            io: FileIo::default(),
+            syncs: Arc::new(AtomicU64::new(0)),
+        }
     }
 
     pub(crate) fn path(&self) -> &Path {
@@ -377,15 +481,48 @@ impl FileMedia {
         self.geometry
     }
 
-    /// Reads the OOB areas of every page of a block (used at open to find write pointers).
-    pub(crate) fn read_block_oob(&self, block_index: u64, out: &mut [u8]) -> Result<()> {
-        let oob_bytes = u64::from(self.geometry.oob_bytes);
-        let first_page = block_index * u64::from(self.geometry.pages_per_block);
+    /// Whether any byte of a block's page slots may have been written: `false` only when the
+    /// file system reports the whole range as a hole (`lseek(SEEK_DATA)`), so that opening a
+    /// sparse image reads only the blocks ever programmed. Where the file system cannot tell,
+    /// every block may hold data.
+    pub(crate) fn block_may_hold_data(&self, block_index: u64) -> bool {
+        let pages = u64::from(self.geometry.pages_per_block);
+        let start = self.layout.slot_at(block_index * pages);
+        let end = self.layout.slot_at((block_index + 1) * pages);
+        match rustix::fs::seek(&*self.file, rustix::fs::SeekFrom::Data(start)) {
+            Ok(data_at) => data_at < end,
+            // No data at or after `start`.
+            Err(rustix::io::Errno::NXIO) => false,
+            Err(_) => true,
+        }
+    }
+
+    /// Reads the OOB areas of every page of a block into `out` (`pages_per_block` areas of
+    /// `oob_bytes`), used at open to find write pointers. The block's slots are read in one
+    /// `pread` into `scratch` (resized to the block's slots).
+    pub(crate) fn read_block_oob(
+        &self,
+        block_index: u64,
+        scratch: &mut Vec<u8>,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let pages = u64::from(self.geometry.pages_per_block);
+        let slot_bytes = self.layout.slot_bytes as usize;
+        let page_bytes = self.geometry.page_bytes as usize;
+        let oob_bytes = self.geometry.oob_bytes as usize;
+        scratch.resize(pages as usize * slot_bytes, 0);
         self.file
-            .read_exact_at(out, self.layout.oob_offset + first_page * oob_bytes)
+            .read_exact_at(scratch, self.layout.slot_at(block_index * pages))
             .map_err(|source| {
                 FlashError::io(format!("read OOB of {}", self.path.display()), source)
-            })
+            })?;
+        for (slot, area) in scratch
+            .chunks_exact(slot_bytes)
+            .zip(out.chunks_exact_mut(oob_bytes))
+        {
+            area.copy_from_slice(&slot[page_bytes..]);
+        }
+        Ok(())
     }
 
     fn write_header(&self) -> Result<()> {
@@ -395,41 +532,48 @@ impl FileMedia {
         })
     }
 
-    fn read(&self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
-        let data_at = self.layout.data_offset + index * u64::from(self.geometry.page_bytes);
-        let oob_at = self.layout.oob_offset + index * u64::from(self.geometry.oob_bytes);
+    /// Reads page `index`'s slot in one `pread` and splits it into payload and OOB area.
+    fn read(&mut self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
+        self.io.reads += 1;
         self.file
-            .read_exact_at(data, data_at)
-            .and_then(|()| self.file.read_exact_at(oob, oob_at))
+            .read_exact_at(&mut self.slot, self.layout.slot_at(index))
             .map_err(|source| {
                 FlashError::io(format!("read page of {}", self.path.display()), source)
-            })
+            })?;
+        let (payload, area) = self.slot.split_at(data.len());
+        data.copy_from_slice(payload);
+        oob.copy_from_slice(&area[..oob.len()]);
+        Ok(())
     }
 
-    fn write(&self, index: u64, data: &[u8], oob: &[u8]) -> Result<()> {
-        let data_at = self.layout.data_offset + index * u64::from(self.geometry.page_bytes);
-        let oob_at = self.layout.oob_offset + index * u64::from(self.geometry.oob_bytes);
-        // Payload first, trailer second: the trailer is the page's commit point.
+    /// Writes page `index`'s payload and OOB area in one `pwrite` of its slot.
+    fn write(&mut self, index: u64, data: &[u8], oob: &[u8]) -> Result<()> {
+        let (payload, area) = self.slot.split_at_mut(data.len());
+        payload.copy_from_slice(data);
+        area[..oob.len()].copy_from_slice(oob);
+        area[oob.len()..].fill(0);
+        self.io.writes += 1;
         self.file
-            .write_all_at(data, data_at)
-            .and_then(|()| self.file.write_all_at(oob, oob_at))
+            .write_all_at(&self.slot, self.layout.slot_at(index))
             .map_err(|source| {
                 FlashError::io(format!("write page of {}", self.path.display()), source)
             })
     }
 
-    fn erase(&self, block_index: u64, erase_count: u32) -> Result<()> {
-        let oob_bytes = u64::from(self.geometry.oob_bytes);
-        let first_page = block_index * u64::from(self.geometry.pages_per_block);
-        let zeros = vec![0u8; (oob_bytes * u64::from(self.geometry.pages_per_block)) as usize];
+    /// Erases a block in one write of its block table entry: the new erase count and the
+    /// program sequence number the erase happened at. Its pages keep their bytes; a trailer with
+    /// a lower sequence belongs to a program before the erase, and opening the image treats
+    /// such pages as erased.
+    fn erase(&mut self, block_index: u64, erase_count: u32, erase_sequence: u64) -> Result<()> {
+        let mut entry = [0u8; BLOCK_ENTRY_BYTES as usize];
+        entry[0..4].copy_from_slice(&erase_count.to_le_bytes());
+        entry[8..16].copy_from_slice(&erase_sequence.to_le_bytes());
+        self.io.writes += 1;
         self.file
-            .write_all_at(&zeros, self.layout.oob_offset + first_page * oob_bytes)
-            .and_then(|()| {
-                self.file.write_all_at(
-                    &erase_count.to_le_bytes(),
-                    self.layout.block_table_offset + block_index * 4,
-                )
-            })
+            .write_all_at(
+                &entry,
+                self.layout.block_table_offset + block_index * BLOCK_ENTRY_BYTES,
+            )
             .map_err(|source| FlashError::io(format!("erase in {}", self.path.display()), source))
     }
 }
@@ -456,8 +600,8 @@ pub(crate) fn encode_header(geometry: &Geometry) -> Vec<u8> {
     }
     for (slot, value) in [
         layout.block_table_offset,
-        layout.data_offset,
-        layout.oob_offset,
+        layout.slot_offset,
+        layout.slot_bytes,
         layout.image_bytes,
     ]
     .into_iter()
@@ -557,7 +701,7 @@ pub(crate) fn decode_header_fields(header: &[u8]) -> std::result::Result<Geometr
     Ok(geometry)
 }
 
-/// Bytes a file image of `geometry` takes (header, block table, payload and OOB regions).
+/// Bytes a file image of `geometry` takes (header, block table and page slots).
 pub(crate) fn image_bytes(geometry: &Geometry) -> u64 {
     Layout::of(geometry).image_bytes
 }

@@ -5,7 +5,9 @@
 use std::fs;
 use std::os::unix::fs::FileExt;
 
-use kvssd_flash::{BlockAddress, Flash, FlashError, Geometry, MediaKind, Profile, Purpose};
+use kvssd_flash::{
+    BlockAddress, Flash, FlashError, Geometry, MediaKind, Profile, Purpose, IMAGE_FORMAT_VERSION,
+};
 
 fn geometry() -> Geometry {
     Profile::test_min().geometry
@@ -133,29 +135,37 @@ fn file_media_detects_damaged_headers_versions_and_truncation() {
         Err(FlashError::HeaderCorrupt { .. })
     ));
 
-    // A future format version, with a correct checksum, is refused by version.
-    Flash::create(&path, geometry(), None).expect("create");
-    let mut header = [0u8; 72];
-    fs::File::open(&path)
-        .expect("open")
-        .read_exact_at(&mut header, 0)
-        .expect("read");
-    header[8..12].copy_from_slice(&2u32.to_le_bytes());
-    let crc = crc32c::crc32c(&header[..68]);
-    header[68..72].copy_from_slice(&crc.to_le_bytes());
-    file.write_all_at(&header, 0).expect("write");
-    let error = Flash::open(&path, None, None).err().expect("version");
-    assert!(
-        matches!(
-            error,
-            FlashError::UnsupportedVersion {
-                found: 2,
-                supported: 1,
-                ..
-            }
-        ),
-        "{error}"
-    );
+    // Another format version, with a correct checksum, is refused by version: a future one, and
+    // version 1, whose payload and OOB regions were apart.
+    for (version, name) in [(3u32, "future"), (1, "version 1")] {
+        Flash::create(&path, geometry(), None).expect("create");
+        let mut header = [0u8; 72];
+        fs::File::open(&path)
+            .expect("open")
+            .read_exact_at(&mut header, 0)
+            .expect("read");
+        header[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = crc32c::crc32c(&header[..68]);
+        header[68..72].copy_from_slice(&crc.to_le_bytes());
+        file.write_all_at(&header, 0).expect("write");
+        let error = Flash::open(&path, None, None).err().expect(name);
+        assert!(
+            matches!(
+                error,
+                FlashError::UnsupportedVersion {
+                    found,
+                    supported: IMAGE_FORMAT_VERSION,
+                    ..
+                } if found == version
+            ),
+            "{name}: {error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("version {version}")) && !message.contains('\n'),
+            "{message}"
+        );
+    }
 
     // A truncated image is refused.
     Flash::create(&path, geometry(), None).expect("create");
@@ -197,4 +207,120 @@ fn file_media_detects_corrupt_pages_with_their_address() {
         .expect_err("corrupt");
     assert!(matches!(error, FlashError::Corrupt { page } if page == block.page(0)));
     assert!(error.to_string().contains("die 1 block 2 page 0"));
+}
+
+#[test]
+fn file_media_move_a_page_in_one_system_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 0, block: 3 };
+    let mut flash = Flash::create(&path, geometry(), None).expect("create");
+    let start = flash.file_io().expect("file media count their calls");
+    for number in 0..4u8 {
+        flash
+            .program(
+                0,
+                block.page(u32::from(number)),
+                Purpose::UserData,
+                &page(number),
+                &[number; 8],
+            )
+            .expect("program");
+    }
+    let programmed = flash.file_io().expect("counted");
+    assert_eq!(
+        programmed.writes - start.writes,
+        4,
+        "one write per page programmed"
+    );
+    let mut back = page(0);
+    let mut oob = [0u8; 8];
+    for number in 0..4u8 {
+        flash
+            .read(
+                0,
+                block.page(u32::from(number)),
+                Purpose::UserData,
+                &mut back,
+                &mut oob,
+            )
+            .expect("read");
+        assert_eq!(back, page(number));
+        assert_eq!(oob, [number; 8]);
+    }
+    let read = flash.file_io().expect("counted");
+    assert_eq!(read.reads - programmed.reads, 4, "one read per page read");
+    assert_eq!(read.writes, programmed.writes, "reads write nothing");
+    flash.sync().expect("sync");
+    assert_eq!(flash.file_io().expect("counted").syncs, read.syncs + 1);
+    // An erase is one write of its block table entry; the pages keep their old bytes, and their
+    // trailers, older than the erase, no longer count.
+    flash.erase(0, block, Purpose::UserData).expect("erase");
+    assert_eq!(flash.file_io().expect("counted").writes, read.writes + 1);
+    drop(flash);
+    let reopened = Flash::open(&path, None, None).expect("reopen");
+    assert_eq!(
+        reopened.programmed_pages(block).expect("block"),
+        0,
+        "erased stays erased"
+    );
+    assert!(Flash::new(geometry(), None)
+        .expect("ram")
+        .file_io()
+        .is_none());
+}
+
+#[test]
+fn file_media_index_page_cache_serves_repeat_reads_and_forgets_erased_blocks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 1, block: 1 };
+    let mut flash = Flash::create(&path, geometry(), None).expect("create");
+    let slot_bytes = u64::from(geometry().page_bytes) + u64::from(geometry().oob_bytes);
+    assert!(
+        flash.set_index_cache_bytes(4 * slot_bytes),
+        "file media take a cache"
+    );
+    flash
+        .program(0, block.page(0), Purpose::Index, &page(1), &[9; 4])
+        .expect("program");
+    let mut back = page(0);
+    let mut oob = [0u8; 4];
+    let before = flash.file_io().expect("counted").reads;
+    for _ in 0..3 {
+        flash
+            .read(0, block.page(0), Purpose::Index, &mut back, &mut oob)
+            .expect("read");
+        assert_eq!((back.as_slice(), oob), (page(1).as_slice(), [9; 4]));
+    }
+    assert_eq!(
+        flash.file_io().expect("counted").reads,
+        before + 1,
+        "one pread, then hits"
+    );
+    let stats = flash.index_cache_stats().expect("a cache");
+    assert_eq!((stats.hits, stats.misses, stats.pages), (2, 1, 1));
+    // Other purposes go to the file every time.
+    flash
+        .read(0, block.page(0), Purpose::UserData, &mut back, &mut oob)
+        .expect("read");
+    assert_eq!(flash.file_io().expect("counted").reads, before + 2);
+    // An erase forgets the block's pages; what is programmed next is what a read returns.
+    flash.erase(0, block, Purpose::Gc).expect("erase");
+    assert_eq!(flash.index_cache_stats().expect("a cache").pages, 0);
+    assert!(matches!(
+        flash.read(0, block.page(0), Purpose::Index, &mut back, &mut oob),
+        Err(FlashError::ReadErased { .. })
+    ));
+    flash
+        .program(0, block.page(0), Purpose::Index, &page(2), &[7; 4])
+        .expect("program");
+    flash
+        .read(0, block.page(0), Purpose::Index, &mut back, &mut oob)
+        .expect("read");
+    assert_eq!((back.as_slice(), oob), (page(2).as_slice(), [7; 4]));
+    // Memory media keep no cache.
+    let mut ram = Flash::new(geometry(), None).expect("ram");
+    assert!(!ram.set_index_cache_bytes(1 << 20));
+    assert!(ram.index_cache_stats().is_none());
 }

@@ -73,6 +73,9 @@ pub struct Config {
     pub preset: PresetKind,
     /// Connections silent for this long are closed (`None`: never).
     pub idle_timeout: Option<Duration>,
+    /// Indexing DRAM per namespace (`None`: the file image's default,
+    /// `DeviceConfig::file_image_dram_default_bytes`).
+    pub dram_budget_bytes: Option<u64>,
 }
 
 /// Why the server could not start or stop cleanly.
@@ -134,6 +137,15 @@ fn checked_geometry(
     Ok(geometry)
 }
 
+/// A file image's device configuration with the DRAM budget asked for (refused if out of range).
+fn file_config(
+    geometry: &Geometry,
+    dram_budget_bytes: Option<u64>,
+) -> Result<DeviceConfig, ServerError> {
+    DeviceConfig::for_file_image_with_dram(geometry, dram_budget_bytes)
+        .map_err(|error| ServerError::Config(error.to_string()))
+}
+
 /// Opens (or formats) the device; returns it with its geometry.
 fn open_device(config: &Config) -> Result<(Device, Geometry, String), ServerError> {
     let run = |what: &str, error: &dyn fmt::Display| ServerError::Run(format!("{what}: {error}"));
@@ -143,7 +155,7 @@ fn open_device(config: &Config) -> Result<(Device, Geometry, String), ServerErro
             blocks_per_die,
         } => {
             let geometry = checked_geometry(profile, *blocks_per_die)?;
-            let mut device_config = DeviceConfig::for_file_image(&geometry);
+            let mut device_config = file_config(&geometry, config.dram_budget_bytes)?;
             device_config.durability = Durability::Volatile;
             device_config.iterators_open_max = SCAN_CURSORS_MAX + 8;
             let flash =
@@ -173,7 +185,7 @@ fn open_device(config: &Config) -> Result<(Device, Geometry, String), ServerErro
                 };
                 checked_geometry(profile, *blocks_per_die)?
             };
-            let mut device_config = DeviceConfig::for_file_image(&geometry);
+            let mut device_config = file_config(&geometry, config.dram_budget_bytes)?;
             device_config.durability = Durability::WriteAheadLog(config.sync.device_policy());
             device_config.iterators_open_max = SCAN_CURSORS_MAX + 8;
             let device = if exists {

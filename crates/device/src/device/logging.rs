@@ -224,16 +224,30 @@ impl Core {
 impl Device {
     /// Makes every logged command durable (programs the log's partly filled page); returns when
     /// it is. A no-op without a log.
+    ///
+    /// On file media the `fdatasync` runs without the device's lock: the page is written under
+    /// it, then commands and reads go on while the sync runs, and the records logged before it
+    /// began are published as durable ([`Device::durable_sequence`]) once it returns.
     pub fn sync(&self, at: SimTime) -> Result<SimTime> {
-        let mut core = self.lock()?;
-        let core = &mut *core;
-        let Some(shared) = core.journal.clone() else {
-            return Ok(at);
+        let (t, pending, shared) = {
+            let mut core = self.lock()?;
+            let core = &mut *core;
+            let Some(shared) = core.journal.clone() else {
+                return Ok(at);
+            };
+            let (t, pending) = shared
+                .lock()
+                .map_err(poisoned)?
+                .begin_sync(&mut core.space, at)?;
+            (t, pending, shared)
         };
-        let t = shared
-            .lock()
-            .map_err(poisoned)?
-            .sync_log(&mut core.space, at)?;
+        if let Some(pending) = pending {
+            pending
+                .handle
+                .sync()
+                .map_err(kvssd_space::SpaceError::Flash)?;
+            shared.lock().map_err(poisoned)?.finish_sync(pending);
+        }
         Ok(t)
     }
 

@@ -68,8 +68,28 @@ impl Core {
         self.log_namespace_created(id, &spec)?;
         self.next_namespace += 1;
         self.namespaces.insert(id, Namespace { spec, engine });
+        self.size_index_cache();
         self.checkpoint_if_durable()?;
         Ok(NamespaceId(id))
+    }
+
+    /// Sizes the flash's cache of index pages (file media): what the namespaces' indexes plan
+    /// never to use of their DRAM budgets, at most `config.index_cache_bytes`, so that pinned
+    /// levels keep priority and the cache never takes DRAM an index may need.
+    pub(super) fn size_index_cache(&mut self) {
+        let spare: u64 = self
+            .namespaces
+            .values()
+            .map(|namespace| namespace.engine.spare_dram_bytes())
+            .sum();
+        let bytes = spare.min(self.config.index_cache_bytes);
+        let flash = self.space.flash_mut();
+        let current = flash
+            .index_cache_stats()
+            .map_or(0, |stats| stats.capacity_bytes);
+        if bytes != current {
+            flash.set_index_cache_bytes(bytes);
+        }
     }
 
     /// The index of a namespace `id` of `preset`: empty, or restored from a checkpoint's bytes.
@@ -115,6 +135,7 @@ impl Core {
         }
         let t = self.log_namespace_deleted(at, id.0)?;
         self.namespaces.remove(&id.0);
+        self.size_index_cache();
         // With a log: a checkpoint without the namespace is durable before its blocks are erased.
         self.checkpoint_if_durable()?;
         Ok(self.space.release_namespace(t, id.0)?)

@@ -86,6 +86,8 @@ impl Device {
                 }
             }
         };
+        let mut core = core;
+        core.size_index_cache();
         Ok(Device {
             core: Mutex::new(core),
         })

@@ -84,6 +84,18 @@ pub(crate) struct Journal {
     /// Log pages written to such a medium since its last sync (`SyncPolicy::None` writes a page
     /// that fills without syncing it).
     unsynced_pages: bool,
+    /// Counts the times `unsynced_pages` was set, so that a sync that ran without the journal's
+    /// lock clears it only if no page was written meanwhile.
+    unsynced_generation: u64,
+}
+
+/// A sync of the medium begun by [`Journal::begin_sync`] and run by its caller without the
+/// device's lock; [`Journal::finish_sync`] publishes what it made durable.
+pub(crate) struct PendingSync {
+    pub(crate) handle: kvssd_flash::SyncHandle,
+    /// The newest record written to the medium when the sync was begun.
+    target: Option<u64>,
+    generation: u64,
 }
 
 fn flash_error(error: kvssd_flash::FlashError) -> SpaceError {
@@ -142,6 +154,7 @@ impl Journal {
             log_pages_written: 0,
             media_syncs: 0,
             unsynced_pages: false,
+            unsynced_generation: 0,
         })
     }
 
@@ -283,29 +296,61 @@ impl Journal {
                     self.durable_lsn = lsn.checked_sub(1).or(self.durable_lsn);
                 }
             } else {
-                self.unsynced_pages = true;
+                self.mark_unsynced();
             }
         }
         Ok((lsn, t))
     }
 
-    /// Programs the log's partly filled page, so every record appended so far is durable.
-    pub(crate) fn sync_log(
+    fn mark_unsynced(&mut self) {
+        self.unsynced_pages = true;
+        self.unsynced_generation += 1;
+    }
+
+    /// Makes every record appended so far durable, in two halves for file media: programs the
+    /// log's partly filled page and, if the medium holds writes not yet synced, returns the sync
+    /// for the caller to run once it has released the device's lock; [`Journal::finish_sync`] then publishes the
+    /// records as durable. Without a medium to sync (or while faults are injected) it syncs here
+    /// and returns no pending sync.
+    pub(crate) fn begin_sync(
         &mut self,
         space: &mut Space,
         at: SimTime,
-    ) -> Result<SimTime, SpaceError> {
+    ) -> Result<(SimTime, Option<PendingSync>), SpaceError> {
         let mut t = at;
         if let Some(page) = self.writer.flush() {
             t = self.program_log_page(space, at, &page)?;
-            self.unsynced_pages |= self.sync_media;
-        }
-        if self.unsynced_pages {
-            self.sync_flash(space)?;
+            if self.sync_media {
+                self.mark_unsynced();
+            }
         }
         self.pending_records = 0;
-        self.durable_lsn = self.next_lsn.checked_sub(1);
-        Ok(t)
+        let target = self.next_lsn.checked_sub(1);
+        if self.unsynced_pages {
+            if let Some(handle) = space.flash().sync_handle() {
+                return Ok((
+                    t,
+                    Some(PendingSync {
+                        handle,
+                        target,
+                        generation: self.unsynced_generation,
+                    }),
+                ));
+            }
+            self.sync_flash(space)?;
+        }
+        self.durable_lsn = target.max(self.durable_lsn);
+        Ok((t, None))
+    }
+
+    /// Publishes a sync begun by [`Journal::begin_sync`] that has completed: every record up to
+    /// its target was written before the sync began, so it is durable now.
+    pub(crate) fn finish_sync(&mut self, pending: PendingSync) {
+        self.media_syncs += 1;
+        if self.unsynced_generation == pending.generation {
+            self.unsynced_pages = false;
+        }
+        self.durable_lsn = pending.target.max(self.durable_lsn);
     }
 
     /// Writes a checkpoint of the published parts, the space layer's state and the namespace

@@ -172,6 +172,10 @@ impl Engine for LsmTree {
         LsmTree::dram_budget_bytes(self)
     }
 
+    fn spare_dram_bytes(&self) -> u64 {
+        LsmTree::spare_dram_bytes(self)
+    }
+
     fn levels_view(&self) -> Option<LevelsView> {
         Some(LevelsView {
             l0: self.inspect_l0(),

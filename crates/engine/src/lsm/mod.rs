@@ -171,6 +171,9 @@ pub struct LsmTree {
     bloom_bits_per_key: Vec<f64>,
     plan: Plan,
     dram_budget: u64,
+    /// DRAM of the budget the plan leaves to nothing (neither L0, level lists, pinned levels at
+    /// capacity nor Bloom filters): what a cache beside the index may use without exceeding it.
+    spare_dram: u64,
     l0_reservation: u64,
     gc_threshold: u64,
     value_bytes_max: usize,
@@ -290,6 +293,7 @@ impl LsmTree {
                 level_cap = level_cap.saturating_mul(t);
             }
         }
+        let spare_dram = if features.bloom_filters { 0 } else { spare };
         let bloom_bits_per_key = if features.bloom_filters {
             bloom::monkey_bits_per_key(&projected, spare as f64 * 8.0)
         } else {
@@ -328,6 +332,7 @@ impl LsmTree {
             pinned_target,
             bloom_bits_per_key,
             dram_budget,
+            spare_dram,
             l0_reservation,
             gc_threshold,
             value_bytes_max,
@@ -372,6 +377,12 @@ impl LsmTree {
     /// Longest value this engine takes.
     pub fn value_bytes_max(&self) -> usize {
         self.value_bytes_max
+    }
+
+    /// DRAM of the budget its plan leaves unused: the budget less L0's reservation, the level
+    /// lists and the pinned levels at capacity (none with Bloom filters, which take the rest).
+    pub fn spare_dram_bytes(&self) -> u64 {
+        self.spare_dram
     }
 
     /// The DRAM budget in bytes.
