@@ -45,7 +45,8 @@ pub fn preset_peak_bytes(profile: &BenchProfile) -> u64 {
         MediaKind::Compact => {
             let key = profile.key_bytes as u64;
             let per_record = (key + COMPACT_DATA_RECORD_BYTES) + (key + INDEX_ENTRY_BYTES);
-            let per_block = (kvssd_flash::COMPACT_CHUNK_BYTES / 2) as u64
+            let slot_bytes = (geometry.page_bytes + geometry.oob_bytes) as usize;
+            let per_block = (kvssd_flash::compact_chunk_bytes(slot_bytes) / 2) as u64
                 + 8 * u64::from(geometry.pages_per_block);
             let held = profile.records * per_record + blocks * per_block;
             (held as f64 * RESIDENT_PER_MEDIA_BYTE) as u64

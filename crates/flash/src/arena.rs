@@ -14,14 +14,14 @@
 
 /// Bytes of one chunk of compact media (larger for pages whose encoding may not fit in it, see
 /// [`chunk_bytes_for`]).
-pub const CHUNK_BYTES: usize = 14 << 10;
+pub(crate) const CHUNK_BYTES: usize = 14 << 10;
 
 /// The chunk size for slots (payload and OOB) of `slot_bytes`: at least the longest encoding of
 /// such a slot, so that an encoding lies in two chunks at most. An encoding is at most 4 bytes
 /// longer than its slot (every literal costs at most 4 bytes beyond its own, and every literal but
 /// the last is followed by a run of 16 bytes or more, which costs at most 20); the margin here is
 /// wider.
-pub(crate) fn chunk_bytes_for(slot_bytes: usize) -> usize {
+pub fn chunk_bytes_for(slot_bytes: usize) -> usize {
     CHUNK_BYTES.max(slot_bytes + slot_bytes / 4 + 8)
 }
 

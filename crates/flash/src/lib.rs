@@ -42,7 +42,7 @@ mod profile;
 mod retry;
 pub mod timing;
 
-pub use arena::CHUNK_BYTES as COMPACT_CHUNK_BYTES;
+pub use arena::chunk_bytes_for as compact_chunk_bytes;
 pub use background::{JobId, Lane};
 pub use compact::{is_periodic, PATTERN_BYTES};
 pub use counters::{Counters, OperationCounts, Purpose};
