@@ -152,6 +152,10 @@ pub(crate) struct Background {
     finished_at: std::collections::HashMap<JobId, SimTime>,
     /// Flash operations (reads, programs, erases) recorded into jobs so far.
     operations_recorded: u64,
+    /// A projection's job: playback stops as soon as it finishes ([`Timeline::project_done`]).
+    watched: Option<JobId>,
+    /// Whether the watched job has finished.
+    watched_done: bool,
 }
 
 /// The longest piece of background computation booked at once: the background thread checks for
@@ -179,6 +183,8 @@ impl Background {
             finished: VecDeque::new(),
             finished_at: std::collections::HashMap::new(),
             operations_recorded: 0,
+            watched: None,
+            watched_done: false,
         }
     }
 
@@ -276,6 +282,9 @@ impl Background {
     }
 
     fn finish(&mut self, id: JobId, at: SimTime) {
+        if self.watched == Some(id) {
+            self.watched_done = true;
+        }
         self.pending_jobs -= 1;
         self.finished.push_back(id);
         self.finished_at.insert(id, at);
@@ -293,7 +302,7 @@ impl Timeline {
     pub(crate) fn pump(&mut self, now: SimTime) {
         loop {
             self.issue_ready(now);
-            if !self.start_phases(now) {
+            if !self.start_phases(now) || self.background.watched_done {
                 return;
             }
         }
@@ -384,6 +393,11 @@ impl Timeline {
                     state.job_end = state.issued_at;
                     self.background.finish(id, done);
                     progressed = true;
+                    if self.background.watched_done {
+                        // A projection has its answer: a job's end is fixed when it finishes,
+                        // and nothing played after it could change it.
+                        return true;
+                    }
                     continue;
                 }
                 let gate = if state.writes {
@@ -465,6 +479,7 @@ impl Timeline {
             .flat_map(|lane| lane.jobs.iter().map(|job| job.ready_at))
             .fold(until, SimTime::min);
         let mut played = self.copy_after(from);
+        played.background.watched = Some(id);
         let mut step: SimTime = 1_000_000;
         loop {
             played.pump(until);
