@@ -269,8 +269,8 @@ pub(crate) struct FlashBenchArgs {
     /// Seed of the address generator.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
-    /// Verify the page checksum of every read (by default ram media verifies only pages a fault may
-    /// have touched).
+    /// Verify the page checksum of every read (by default ram and compact media verify only pages a
+    /// fault may have touched).
     #[arg(long)]
     pub(crate) verify_every_read: bool,
     /// Print one JSON object instead of the text report.
