@@ -99,8 +99,51 @@ impl CpuCounts {
     /// Compares two keys, counting one comparison and the bytes looked at.
     pub(crate) fn compare(&mut self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         self.key_comparisons += 1;
-        let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let common = common_prefix(a, b);
         self.bytes_compared += (common + 1).min(a.len().min(b.len()).max(1)) as u64;
-        a.cmp(b)
+        match (a.get(common), b.get(common)) {
+            (Some(x), Some(y)) => x.cmp(y),
+            _ => a.len().cmp(&b.len()),
+        }
+    }
+}
+
+/// How many leading bytes `a` and `b` share, eight at a time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let shorter = a.len().min(b.len());
+    let mut at = 0;
+    while at + 8 <= shorter {
+        let x = u64::from_le_bytes(a[at..at + 8].try_into().unwrap_or([0; 8]));
+        let y = u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or([0; 8]));
+        let differ = x ^ y;
+        if differ != 0 {
+            return at + (differ.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    while at < shorter && a[at] == b[at] {
+        at += 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn compare_counts_and_orders_as_a_byte_loop(
+            a in proptest::collection::vec(0u8..3, 0..40),
+            b in proptest::collection::vec(0u8..3, 0..40),
+        ) {
+            let mut cpu = CpuCounts::default();
+            prop_assert_eq!(cpu.compare(&a, &b), a.cmp(&b));
+            let common = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(common_prefix(&a, &b), common);
+            let bytes = (common + 1).min(a.len().min(b.len()).max(1)) as u64;
+            prop_assert_eq!(cpu.bytes_compared, bytes);
+        }
     }
 }
