@@ -50,6 +50,7 @@ use crate::stats::ReadHistogram;
 use crate::EngineError;
 use level::{Level, SearchMode};
 use segment::{Entry, ENTRY_OVERHEAD_BYTES, HEADER_BYTES};
+use stats::LevelDram;
 
 /// Merges queued for the background thread before a writer whose flush queues another waits:
 /// the one running and one behind it.
@@ -186,10 +187,10 @@ pub struct LsmTree {
     last_get_meta_reads: u32,
     /// The last snapshot taken, handed out again until the tree changes (snapshots are pooled).
     snapshot_cache: Option<Arc<TreeSnapshot>>,
-    /// DRAM of the level lists, pinned segments and Bloom filters, with the fingerprint of the
-    /// levels it was computed for: admission checks read it on every put, and recomputing it walks
-    /// every segment.
-    dram_fixed_cache: std::cell::Cell<Option<(u64, u64)>>,
+    /// Per level: its DRAM (list, pinned segments, Bloom filters) with the fingerprint of the level
+    /// it was computed for. Admission checks read the sum on every put, and computing a level's
+    /// walks its segments, so only a level that changed (a merge rebuilt it) is walked again.
+    dram_level_cache: std::cell::RefCell<Vec<Option<(u64, LevelDram)>>>,
 }
 
 impl LsmTree {
@@ -344,7 +345,7 @@ impl LsmTree {
             gets: ReadHistogram::default(),
             last_get_meta_reads: 0,
             snapshot_cache: None,
-            dram_fixed_cache: std::cell::Cell::new(None),
+            dram_level_cache: std::cell::RefCell::new(Vec::new()),
             config,
         })
     }

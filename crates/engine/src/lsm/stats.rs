@@ -9,45 +9,58 @@ use super::bloom;
 use super::LsmTree;
 use crate::stats::{BloomLevelStats, DramUsage, EngineStats, LevelStats};
 
+/// One level's DRAM: its list, its pinned segments and its Bloom filters, in bytes.
+pub(super) type LevelDram = (u64, u64, u64);
+
 impl LsmTree {
     /// DRAM of the level lists, pinned segments and Bloom filters.
     pub(super) fn dram_fixed_parts(&self) -> u64 {
-        let fingerprint = self.levels_fingerprint();
-        if let Some((cached_for, bytes)) = self.dram_fixed_cache.get() {
-            if cached_for == fingerprint {
-                debug_assert_eq!(bytes, {
-                    let usage = self.dram_usage();
-                    usage.level_lists + usage.pinned_segments + usage.bloom_filters
-                });
-                return bytes;
-            }
-        }
-        let usage = self.dram_usage();
-        let bytes = usage.level_lists + usage.pinned_segments + usage.bloom_filters;
-        self.dram_fixed_cache.set(Some((fingerprint, bytes)));
-        bytes
+        (0..self.levels.len())
+            .map(|index| {
+                let (list, pinned, bloom) = self.level_dram(index);
+                list + pinned + bloom
+            })
+            .sum()
     }
 
-    /// A fingerprint of what the DRAM of the levels depends on: each level's segment list (a new
-    /// list whenever a merge rebuilds it), its length, entries, key bytes and pinned flag (unpinning
-    /// clears it). Debug builds check every cache hit against a full recomputation.
-    pub(super) fn levels_fingerprint(&self) -> u64 {
+    /// A fingerprint of what level `index`'s DRAM depends on: its segment list (a new list
+    /// whenever a merge rebuilds it), its length, entries, key bytes, pinned flag (unpinning clears
+    /// it) and whether it is the last level. Debug builds check every cache hit against a full
+    /// recomputation.
+    fn level_fingerprint(&self, index: usize) -> u64 {
+        let level = &self.levels[index];
         let mut hash: u64 = 0xCBF2_9CE4_8422_2325;
-        for level in &self.levels {
-            for word in [
-                Arc::as_ptr(&level.segments) as usize as u64,
-                level.segments.len() as u64,
-                level.entries,
-                level.key_bytes,
-                u64::from(level.pinned),
-            ] {
-                hash = (hash ^ word).wrapping_mul(0x0000_0100_0000_01B3);
-            }
+        for word in [
+            Arc::as_ptr(&level.segments) as usize as u64,
+            level.segments.len() as u64,
+            level.entries,
+            level.key_bytes,
+            u64::from(level.pinned),
+            u64::from(index + 1 == self.levels.len()),
+        ] {
+            hash = (hash ^ word).wrapping_mul(0x0000_0100_0000_01B3);
         }
         hash
     }
 
-    pub(super) fn level_dram(&self, index: usize) -> (u64, u64, u64) {
+    pub(super) fn level_dram(&self, index: usize) -> LevelDram {
+        let fingerprint = self.level_fingerprint(index);
+        if let Some(Some((cached_for, parts))) = self.dram_level_cache.borrow().get(index) {
+            if *cached_for == fingerprint {
+                debug_assert_eq!(*parts, self.level_dram_walked(index));
+                return *parts;
+            }
+        }
+        let parts = self.level_dram_walked(index);
+        let mut cache = self.dram_level_cache.borrow_mut();
+        if cache.len() <= index {
+            cache.resize(index + 1, None);
+        }
+        cache[index] = Some((fingerprint, parts));
+        parts
+    }
+
+    fn level_dram_walked(&self, index: usize) -> LevelDram {
         let level = &self.levels[index];
         let last = index + 1 == self.levels.len();
         let list = level.list_dram_bytes(
