@@ -33,7 +33,7 @@ fn entries() -> impl Strategy<Value = Vec<Entry>> {
         let mut used = segment::HEADER_BYTES;
         map.into_iter()
             .map(|(key, (pointer, value_len))| Entry {
-                key,
+                key: key.into(),
                 pointer,
                 value_len,
                 from_gc: false,

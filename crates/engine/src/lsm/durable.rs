@@ -170,7 +170,7 @@ impl LsmTree {
                             let value_len = reader.u32()?;
                             let from_gc = reader.u8()? != 0;
                             list.push(Entry {
-                                key,
+                                key: key.into(),
                                 pointer,
                                 value_len,
                                 from_gc,
@@ -206,7 +206,7 @@ impl LsmTree {
                 };
                 segments.push(Segment {
                     prefix: 0,
-                    start_key,
+                    start_key: start_key.into(),
                     range_pointer: 0,
                     page,
                     entries,

@@ -52,7 +52,7 @@ impl LsmTree {
         for (index, level) in self.levels.iter().enumerate() {
             if let Some(slot) = level.find_segment(start, 0, usize::MAX, mode, cpu) {
                 let segment = &level.segments[slot];
-                if segment.page == Some(page) && segment.start_key == start {
+                if segment.page == Some(page) && segment.start_key.as_slice() == start {
                     return Some((index, slot));
                 }
             }

@@ -34,7 +34,7 @@ pub struct SegmentView {
 
 fn view(entry: &Entry) -> IndexEntry {
     IndexEntry {
-        key: entry.key.clone(),
+        key: entry.key.to_vec(),
         pointer: (!entry.is_tombstone()).then(|| RecordPointer::from_raw(entry.pointer)),
         value_len: entry.value_len,
     }
@@ -64,7 +64,7 @@ impl LsmTree {
                     .segments
                     .iter()
                     .map(|segment| SegmentView {
-                        start_key: segment.start_key.clone(),
+                        start_key: segment.start_key.to_vec(),
                         page: segment.page,
                         entries: segment
                             .entries

@@ -13,14 +13,14 @@ use std::sync::Arc;
 use kvssd_space::PageIndex;
 
 use super::bloom::Bloom;
-use super::segment::Entry;
+use super::segment::{Entry, Key};
 use crate::cpu::CpuCounts;
 
 /// One meta segment as the level list sees it.
 #[derive(Debug, Clone)]
 pub(crate) struct Segment {
     /// The first key of the segment.
-    pub(crate) start_key: Vec<u8>,
+    pub(crate) start_key: Key,
     /// The four bytes of the start key after the level's common prefix, big-endian, zero-padded:
     /// for keys that begin with the common prefix, comparing prefixes orders them the same way as
     /// comparing the keys whenever the prefixes differ. Set by [`set_prefixes`].
@@ -284,7 +284,7 @@ mod tests {
         let mut segments: Vec<Segment> = keys
             .iter()
             .map(|key| Segment {
-                start_key: key.as_bytes().to_vec(),
+                start_key: Key::from_slice(key.as_bytes()),
                 prefix: 0,
                 range_pointer: 0,
                 page: None,
@@ -368,7 +368,7 @@ mod tests {
 
     fn entry(key: &str) -> Entry {
         Entry {
-            key: key.as_bytes().to_vec(),
+            key: Key::from_slice(key.as_bytes()),
             pointer: 1,
             value_len: 1,
             from_gc: false,
@@ -380,7 +380,7 @@ mod tests {
         let segments: Vec<Segment> = groups
             .iter()
             .map(|keys| Segment {
-                start_key: keys[0].as_bytes().to_vec(),
+                start_key: Key::from_slice(keys[0].as_bytes()),
                 prefix: 0,
                 range_pointer: 0,
                 page: None,
@@ -426,7 +426,7 @@ mod tests {
         // Entries unsorted within a segment, or not starting at the start key.
         assert!(broken(&pinned(&[&["b", "a"]]), None));
         let mut level = pinned(&[&["a", "b"]]);
-        Arc::make_mut(&mut level.segments)[0].start_key = b"0".to_vec();
+        Arc::make_mut(&mut level.segments)[0].start_key = Key::from_slice(b"0");
         assert!(broken(&level, None));
         // Counts that disagree with the segments.
         let mut level = pinned(&[&["a", "b"]]);

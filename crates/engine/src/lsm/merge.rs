@@ -74,7 +74,7 @@ impl LowerRun {
 
 /// One segment of the new level, until it is installed: its entries (pinned) or its page image.
 struct Packed {
-    start_key: Vec<u8>,
+    start_key: segment::Key,
     entries: Option<Vec<Entry>>,
     image: Option<Vec<u8>>,
 }
@@ -255,7 +255,7 @@ impl LsmTree {
                     (None, None) => Vec::new(),
                 };
                 Some(Arc::new(Bloom::build(
-                    keys.iter().map(Vec::as_slice),
+                    keys.iter().map(|key| key.as_slice()),
                     bits,
                     &mut self.cpu_pending,
                 )))

@@ -256,7 +256,7 @@ impl LsmTree {
                 if cursor
                     .entries
                     .get(cursor.position)
-                    .is_some_and(|entry| entry.key == smallest)
+                    .is_some_and(|entry| entry.key.as_slice() == smallest.as_slice())
                 {
                     if decided.is_none() {
                         decided = Some(Err(cursor.entries[cursor.position].clone()));

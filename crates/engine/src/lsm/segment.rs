@@ -19,10 +19,14 @@ pub(crate) const ENTRY_OVERHEAD_BYTES: usize = 1 + 8 + 4 + 2;
 /// The pointer value of a tombstone.
 pub(crate) const TOMBSTONE: u64 = u64::MAX;
 
+/// An index entry's key: kept inline up to 32 bytes (YCSB's key size), so that an entry is one
+/// allocation-free value and a search over entries reads keys without following a pointer.
+pub(crate) type Key = smallvec::SmallVec<[u8; 32]>;
+
 /// One index entry: a key and where its newest value is (or a tombstone).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Entry {
-    pub(crate) key: Vec<u8>,
+    pub(crate) key: Key,
     pub(crate) pointer: u64,
     pub(crate) value_len: u32,
     /// Set on entries that GC put back into L0 (their flush is GC work, not user work).
@@ -153,7 +157,7 @@ impl<'a> SegmentPage<'a> {
         let mut value_len = [0u8; 4];
         value_len.copy_from_slice(&tail[8..]);
         Ok(Entry {
-            key: key.to_vec(),
+            key: Key::from_slice(key),
             pointer: u64::from_le_bytes(pointer),
             value_len: u32::from_le_bytes(value_len),
             from_gc: false,
@@ -213,7 +217,7 @@ mod tests {
 
     fn entry(key: &str, pointer: u64) -> Entry {
         Entry {
-            key: key.as_bytes().to_vec(),
+            key: Key::from_slice(key.as_bytes()),
             pointer,
             value_len: 3,
             from_gc: false,

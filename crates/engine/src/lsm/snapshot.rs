@@ -354,7 +354,7 @@ impl SnapshotIter {
             }
             for cursor in &mut self.cursors {
                 if let Some(entry) = cursor.entries.get(cursor.position) {
-                    if entry.key == smallest {
+                    if entry.key.as_slice() == smallest.as_slice() {
                         if decided.is_none() {
                             decided = Some(if entry.is_tombstone() {
                                 (usize::MAX, AheadValue::Pointer(0))

@@ -232,14 +232,14 @@ impl LsmTree {
                     self.cpu_pending.bytes_copied += (key.len() + bytes.len()) as u64;
                     done = done.max(finished);
                     Entry {
-                        key: key.clone(),
+                        key: super::segment::Key::from_slice(key),
                         pointer: pointer.raw(),
                         value_len: bytes.len() as u32,
                         from_gc: false,
                     }
                 }
                 None => Entry {
-                    key: key.clone(),
+                    key: super::segment::Key::from_slice(key),
                     pointer: TOMBSTONE,
                     value_len: 0,
                     from_gc: false,
