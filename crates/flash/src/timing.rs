@@ -167,6 +167,9 @@ pub struct Busy {
 /// calendar, so it is done at most once per this much simulated time, not at every operation.
 const FORGET_STEP_NS: u64 = 100_000;
 
+/// Bookings a search looks at from the end of a calendar before it searches the whole of it.
+const BACKWARD_LOOKS: usize = 8;
+
 /// Booked, disjoint, sorted intervals `[start, end)` of one resource.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Calendar {
@@ -176,11 +179,15 @@ pub(crate) struct Calendar {
 impl Calendar {
     /// Index of the first booking that ends after `at`.
     fn first_ending_after(&self, at: SimTime) -> usize {
-        match self.booked.back() {
-            // Most questions are about times at or past every booking.
-            Some(&(_, end)) if end <= at => self.booked.len(),
-            _ => self.booked.partition_point(|&(_, end)| end <= at),
+        // Most questions are about times at or past every booking, or past all but the last few
+        // (operations of other clients queued on the same die): look there before searching.
+        let length = self.booked.len();
+        for back in 0..BACKWARD_LOOKS.min(length) {
+            if self.booked[length - 1 - back].1 <= at {
+                return length - back;
+            }
         }
+        self.booked.partition_point(|&(_, end)| end <= at)
     }
 
     /// The earliest start at or after `ready` of a free interval `duration` long.
@@ -211,13 +218,15 @@ impl Calendar {
         if start == end {
             return;
         }
-        let position = match self.booked.back() {
-            // Most bookings come after every earlier one.
-            Some(&(last_start, _)) if last_start < start => self.booked.len(),
-            _ => self
-                .booked
-                .partition_point(|&(booked_start, _)| booked_start < start),
-        };
+        // Most bookings come after every earlier one, or before only the last few.
+        let length = self.booked.len();
+        let position = (0..BACKWARD_LOOKS.min(length))
+            .find(|&back| self.booked[length - 1 - back].0 < start)
+            .map(|back| length - back)
+            .unwrap_or_else(|| {
+                self.booked
+                    .partition_point(|&(booked_start, _)| booked_start < start)
+            });
         // Merge with touching neighbours so the calendar stays short.
         let touches_previous = position > 0 && self.booked[position - 1].1 == start;
         let touches_next = position < self.booked.len() && self.booked[position].0 == end;
