@@ -95,14 +95,58 @@ struct Job {
     id: JobId,
     /// When the step that recorded it was issued: the job starts no earlier.
     ready_at: SimTime,
-    work: VecDeque<Work>,
+    work: JobWork,
+}
+
+/// A job's work not yet started, in order. The recording is shared, so that copying the timeline
+/// to project a stall ([`Timeline::project_done`]) does not copy every queued merge's work.
+#[derive(Debug, Clone)]
+struct JobWork {
+    recorded: std::sync::Arc<[Work]>,
+    /// The first piece of `recorded` not yet taken.
+    next: usize,
+    /// A piece put back in front (what is left of a long computation cut into slices).
+    head: Option<Work>,
+}
+
+impl JobWork {
+    fn new(recorded: Vec<Work>) -> Self {
+        JobWork {
+            recorded: recorded.into(),
+            next: 0,
+            head: None,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.head.is_none() && self.next >= self.recorded.len()
+    }
+
+    fn front(&self) -> Option<&Work> {
+        self.head.as_ref().or_else(|| self.recorded.get(self.next))
+    }
+
+    fn pop_front(&mut self) -> Option<Work> {
+        if let Some(work) = self.head.take() {
+            return Some(work);
+        }
+        let work = self.recorded.get(self.next).copied();
+        self.next += 1;
+        work
+    }
+
+    /// Puts `work` back in front. REQUIRES: nothing was put back since the last `pop_front`.
+    fn push_front(&mut self, work: Work) {
+        debug_assert!(self.head.is_none(), "two pieces put back");
+        self.head = Some(work);
+    }
 }
 
 #[derive(Debug, Clone)]
 struct Recording {
     ready_at: SimTime,
     lane: Lane,
-    work: VecDeque<Work>,
+    work: Vec<Work>,
     depth: u32,
 }
 
@@ -215,7 +259,7 @@ impl Background {
                     self.operations_recorded += 1;
                 }
                 if !matches!(work, Work::Cpu { ns: 0 } | Work::Accelerator { ns: 0 }) {
-                    recording.work.push_back(work);
+                    recording.work.push(work);
                 }
                 true
             }
@@ -230,7 +274,7 @@ impl Background {
                 self.recording = Some(Recording {
                     ready_at: at,
                     lane,
-                    work: VecDeque::new(),
+                    work: Vec::new(),
                     depth: 1,
                 })
             }
@@ -253,7 +297,7 @@ impl Background {
         self.lanes[recording.lane as usize].jobs.push_back(Job {
             id,
             ready_at: recording.ready_at,
-            work: recording.work,
+            work: JobWork::new(recording.work),
         });
         Some(id)
     }
