@@ -253,6 +253,63 @@ pub(crate) fn decode_into(encoded: [&[u8]; 2], out: [&mut [u8]; 2]) -> Result<()
     Ok(())
 }
 
+/// Decodes bytes `offset..offset + out.len()` of the slot an encoding describes into `out`,
+/// walking the operations before them without copying, and stopping after them: a read of part
+/// of a page costs that part. Every length on the way is checked as [`decode_into`] checks it.
+pub(crate) fn decode_span(
+    encoded: [&[u8]; 2],
+    offset: usize,
+    out: &mut [u8],
+) -> Result<(), Malformed> {
+    let mut input = Input { pieces: encoded };
+    let want_end = offset + out.len();
+    let mut at = 0usize;
+    while at < want_end {
+        let tag = input
+            .byte()
+            .ok_or("the encoding ends before the page does")?;
+        let length = input.length()?;
+        let end = at
+            .checked_add(length)
+            .ok_or("a run or literal goes past the end of the page")?;
+        // The part of this operation's run that lies in the span, relative to each.
+        let (from, to) = (at.max(offset), end.min(want_end));
+        match tag {
+            LITERAL => {
+                let [a, b] = input.take(length).ok_or("a literal is cut short")?;
+                if from < to {
+                    let mut bytes = Input { pieces: [a, b] };
+                    bytes.take(from - at).ok_or("a literal is cut short")?;
+                    let [x, y] = bytes.take(to - from).ok_or("a literal is cut short")?;
+                    let target = &mut out[from - offset..to - offset];
+                    target[..x.len()].copy_from_slice(x);
+                    target[x.len()..].copy_from_slice(y);
+                }
+            }
+            PATTERN => {
+                let [a, b] = input.take(PATTERN_BYTES).ok_or("a pattern is cut short")?;
+                if from < to {
+                    let mut pattern = [0u8; PATTERN_BYTES];
+                    pattern[..a.len()].copy_from_slice(a);
+                    pattern[a.len()..].copy_from_slice(b);
+                    // The run repeats its pattern from its own start.
+                    pattern.rotate_left((from - at) % PATTERN_BYTES);
+                    repeat(&pattern, &mut out[from - offset..to - offset]);
+                }
+            }
+            FILL => {
+                let byte = input.byte().ok_or("a fill byte is missing")?;
+                if from < to {
+                    out[from - offset..to - offset].fill(byte);
+                }
+            }
+            _ => return Err("unknown operation"),
+        }
+        at = end;
+    }
+    Ok(())
+}
+
 /// Fills `target` with `pattern` repeated, doubling what is already written.
 fn repeat(pattern: &[u8], target: &mut [u8]) {
     let first = pattern.len().min(target.len());
@@ -328,6 +385,18 @@ impl CompactMedia {
         }
         let encoded = pages.parts(page).ok_or(Unreadable::Discarded)?;
         decode_into(encoded, [data, oob]).map_err(Unreadable::Malformed)
+    }
+
+    /// Page `index`'s encoding, in the (at most two) pieces it lies in, for reading parts of it
+    /// ([`decode_span`]). The flash layer reads only programmed pages.
+    pub(crate) fn encoded(&self, index: u64) -> Result<[&[u8]; 2], Unreadable> {
+        let (block, page) = self.locate(index);
+        let pages = self
+            .blocks
+            .get(block)
+            .filter(|pages| page < pages.len())
+            .ok_or(Unreadable::Malformed("the page was never stored"))?;
+        pages.parts(page).ok_or(Unreadable::Discarded)
     }
 
     /// Stores page `index`, the next page of its block (the flash layer checked the order).
@@ -475,6 +544,25 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn any_span_decodes_as_the_whole_slot(
+            seed in 0u64..1_000,
+            spans in proptest::collection::vec((0usize..8_448, 0usize..3_000), 1..8),
+        ) {
+            let slot = records_page(seed, 8_448);
+            let mut encoded = Vec::new();
+            encode(&slot, &mut encoded);
+            // Split the encoding as a chunk boundary would.
+            let cut = (seed as usize * 37) % encoded.len().max(1);
+            let pieces = [&encoded[..cut], &encoded[cut..]];
+            for (offset, length) in spans {
+                let length = length.min(slot.len() - offset);
+                let mut out = vec![0u8; length];
+                decode_span(pieces, offset, &mut out).expect("decodes");
+                prop_assert_eq!(&out[..], &slot[offset..offset + length]);
+            }
+        }
+
         #[test]
         fn any_slot_round_trips(
             bytes in proptest::collection::vec(any::<u8>(), 0..3000),

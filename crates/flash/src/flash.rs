@@ -13,8 +13,7 @@ use crate::{
     Result, SimTime, TimingProfile, OOB_RESERVED_BYTES,
 };
 
-/// Magic number at the start of every programmed page's trailer ("PAGE").
-const PAGE_MAGIC: u32 = u32::from_le_bytes(*b"PAGE");
+use crate::trailer::{page_crc, Trailer, PAGE_MAGIC};
 
 /// What a successful read returns besides the bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -517,6 +516,81 @@ impl Flash {
         })
     }
 
+    /// Reads page `page` of compact media as [`Flash::read`] does (the same rules, time and
+    /// counters) but decodes only its OOB area, and returns the page's encoding for the caller to
+    /// decode the parts it needs ([`Flash::read_parts`]). `None` when a read must see the whole
+    /// page: other media, or a checksum to verify (faults, a torn page, verification asked for).
+    pub(crate) fn read_encoded(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+    ) -> Option<Result<(PageRead, Encoded<'_>)>> {
+        let index = self.geometry.page_index(page);
+        if !matches!(self.media, Media::Compact(_))
+            || self.verify_every_read
+            || !self.faults.is_quiet()
+            || self.torn_pages.contains(&index)
+        {
+            return None;
+        }
+        Some(self.read_encoded_checked(at, page, purpose, index))
+    }
+
+    fn read_encoded_checked(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+        index: u64,
+    ) -> Result<(PageRead, Encoded<'_>)> {
+        let slot = self.page_slot(page)?;
+        if self.faults.power_cut {
+            return Err(FlashError::PowerCut);
+        }
+        if page.page >= self.blocks[slot].next_page {
+            return Err(FlashError::ReadErased { page });
+        }
+        self.operations += 1;
+        let Media::Compact(media) = &self.media else {
+            return Err(FlashError::MediaMalformed {
+                page,
+                what: "not compact media",
+            });
+        };
+        let encoded = match media.encoded(index) {
+            Ok(encoded) => Some(encoded),
+            Err(crate::compact::Unreadable::Discarded) => None,
+            Err(crate::compact::Unreadable::Malformed(what)) => {
+                return Err(FlashError::MediaMalformed { page, what })
+            }
+        };
+        if let Some(encoded) = encoded {
+            let page_bytes = self.geometry.page_bytes as usize;
+            crate::compact::decode_span(encoded, page_bytes, &mut self.oob_scratch)
+                .map_err(|what| FlashError::MediaMalformed { page, what })?;
+        }
+        let done_at = match &mut self.timeline {
+            Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
+            None => at,
+        };
+        self.counters
+            .record_read(purpose, u64::from(self.geometry.page_bytes));
+        let Some(encoded) = encoded else {
+            // The read took its time as on any media; only its bytes are gone.
+            return Err(FlashError::Discarded { page, done_at });
+        };
+        let trailer = Trailer::decode(&self.oob_scratch);
+        if trailer.magic != PAGE_MAGIC || trailer.sequence < self.blocks[slot].erase_sequence {
+            return Err(FlashError::Corrupt { page });
+        }
+        let read = PageRead {
+            done_at,
+            sequence: trailer.sequence,
+        };
+        Ok((read, encoded))
+    }
+
     /// Programs a page issued at `at` with `data` (exactly `page_bytes`) and `oob` (at most
     /// `oob_user_bytes`, zero-padded); returns when the program completes.
     pub fn program(
@@ -699,40 +773,5 @@ impl Flash {
     }
 }
 
-/// The flash layer's 16-byte trailer at the start of every page's OOB area.
-struct Trailer {
-    magic: u32,
-    crc: u32,
-    sequence: u64,
-}
-
-impl Trailer {
-    fn decode(oob: &[u8]) -> Trailer {
-        let mut magic = [0u8; 4];
-        let mut crc = [0u8; 4];
-        let mut sequence = [0u8; 8];
-        magic.copy_from_slice(&oob[0..4]);
-        crc.copy_from_slice(&oob[4..8]);
-        sequence.copy_from_slice(&oob[8..16]);
-        Trailer {
-            magic: u32::from_le_bytes(magic),
-            crc: u32::from_le_bytes(crc),
-            sequence: u64::from_le_bytes(sequence),
-        }
-    }
-
-    fn encode(&self, oob: &mut [u8]) {
-        oob[0..4].copy_from_slice(&self.magic.to_le_bytes());
-        oob[4..8].copy_from_slice(&self.crc.to_le_bytes());
-        oob[8..16].copy_from_slice(&self.sequence.to_le_bytes());
-    }
-}
-
-/// CRC-32C of a page: payload, the whole user OOB area (as stored, zero-padded), then the page's own
-/// index and program sequence, so that a page read from the wrong place or a stale copy fails too.
-fn page_crc(data: &[u8], user_oob: &[u8], index: u64, sequence: u64) -> u32 {
-    let crc = crc32c::crc32c(data);
-    let crc = crc32c::crc32c_append(crc, user_oob);
-    let crc = crc32c::crc32c_append(crc, &index.to_le_bytes());
-    crc32c::crc32c_append(crc, &sequence.to_le_bytes())
-}
+/// A page's encoding on compact media, in the (at most two) pieces it lies in.
+pub(crate) type Encoded<'a> = [&'a [u8]; 2];

@@ -41,6 +41,8 @@ mod media;
 mod profile;
 mod retry;
 pub mod timing;
+mod trailer;
+mod view;
 
 pub use arena::chunk_bytes_for as compact_chunk_bytes;
 pub use background::{JobId, Lane};
@@ -58,3 +60,4 @@ pub use media::{FileIo, MediaKind, SyncHandle, IMAGE_FORMAT_VERSION};
 pub use profile::{Profile, PINK_BLOCKS_PER_DIE};
 pub use retry::READ_ATTEMPTS_MAX;
 pub use timing::{Busy, ControllerModel, SimTime, TimingProfile, BOOKING_WINDOW_NS};
+pub use view::PageView;

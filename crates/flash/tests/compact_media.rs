@@ -48,10 +48,28 @@ fn page_of(kind: u8, seed: u64, bytes: usize) -> Vec<u8> {
 
 #[derive(Debug, Clone)]
 enum Step {
-    Program { block: u32, kind: u8, seed: u64 },
-    Read { block: u32, page: u32 },
-    Erase { block: u32 },
-    Discard { block: u32, page: u32 },
+    Program {
+        block: u32,
+        kind: u8,
+        seed: u64,
+    },
+    Read {
+        block: u32,
+        page: u32,
+    },
+    ReadParts {
+        block: u32,
+        page: u32,
+        offset: usize,
+        length: usize,
+    },
+    Erase {
+        block: u32,
+    },
+    Discard {
+        block: u32,
+        page: u32,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -59,6 +77,9 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0u32..6, any::<u8>(), any::<u64>())
             .prop_map(|(block, kind, seed)| Step::Program { block, kind, seed }),
         3 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Read { block, page }),
+        3 => (0u32..6, 0u32..8, 0usize..600, 0usize..300).prop_map(|(block, page, offset, length)| {
+            Step::ReadParts { block, page, offset, length }
+        }),
         1 => (0u32..6).prop_map(|block| Step::Erase { block }),
         2 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Discard { block, page }),
     ]
@@ -112,6 +133,31 @@ proptest! {
                         prop_assert!(data_a == data_b, "page bytes differ");
                         prop_assert_eq!(oob_a, oob_b);
                     }
+                }
+                Step::ReadParts { block, page, offset, length } => {
+                    // Two ranges of one read, the second possibly past the page (an error).
+                    let page: PageAddress = address(block).page(page);
+                    let parts = |view: &kvssd_flash::PageView<'_>| {
+                        let mut first = vec![0u8; length];
+                        let mut second = vec![0u8; length / 2];
+                        (
+                            view.copy(offset, &mut first).map(|()| first),
+                            view.copy(offset / 3, &mut second).map(|()| second),
+                        )
+                    };
+                    let a = ram.read_parts(at, page, Purpose::UserData, parts);
+                    let b = compact.read_parts(at, page, Purpose::UserData, parts);
+                    if discarded.contains(&(block, page.page)) {
+                        let read = a.expect("ram media keep a discarded page").1;
+                        let is_discarded = matches!(
+                            b,
+                            Err(FlashError::Discarded { page: p, done_at })
+                                if p == page && done_at == read.done_at
+                        );
+                        prop_assert!(is_discarded, "compact read of a discarded page: {:?}", b);
+                        continue;
+                    }
+                    prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
                 }
                 Step::Erase { block } => {
                     let a = ram.erase(at, address(block), Purpose::Gc);

@@ -1,0 +1,94 @@
+//! Reading parts of a page: [`Flash::read_parts`] reads a page once, with the time, counters and
+//! rules of [`Flash::read`], and lets the caller copy out only the byte ranges it needs. On
+//! compact media with nothing to verify, only those ranges are decoded (a GET's one record of a
+//! page of eight costs an eighth of the page); otherwise the whole page is read and the ranges are
+//! copied from it.
+
+use crate::retry::READ_ATTEMPTS_MAX;
+use crate::{Flash, FlashError, PageAddress, PageRead, Purpose, Result, SimTime};
+
+/// The payload of a page being read, copied out a range at a time.
+pub struct PageView<'a> {
+    page: PageAddress,
+    page_bytes: usize,
+    bytes: Bytes<'a>,
+}
+
+enum Bytes<'a> {
+    /// The whole payload.
+    Whole(&'a [u8]),
+    /// The page's encoding on compact media, in its (at most two) pieces.
+    Encoded([&'a [u8]; 2]),
+}
+
+impl PageView<'_> {
+    /// Copies payload bytes `offset..offset + out.len()` into `out`. A range past the page is a
+    /// [`FlashError::BufferSize`] error.
+    pub fn copy(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+        if offset
+            .checked_add(out.len())
+            .is_none_or(|end| end > self.page_bytes)
+        {
+            return Err(FlashError::BufferSize {
+                what: "range of a page",
+                expected: self.page_bytes.saturating_sub(offset),
+                actual: out.len(),
+            });
+        }
+        match self.bytes {
+            Bytes::Whole(whole) => {
+                out.copy_from_slice(&whole[offset..offset + out.len()]);
+                Ok(())
+            }
+            Bytes::Encoded(encoded) => {
+                crate::compact::decode_span(encoded, offset, out).map_err(|what| {
+                    FlashError::MediaMalformed {
+                        page: self.page,
+                        what,
+                    }
+                })
+            }
+        }
+    }
+}
+
+impl Flash {
+    /// Reads page `page` issued at `at`, as [`Flash::read_retrying`] does (the same time, counters,
+    /// rules and retries of a page whose checksum fails), and calls `parts` with a view of its
+    /// payload to copy out what it needs. Returns what `parts` returned, and the read.
+    pub fn read_parts<R>(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+        parts: impl FnOnce(&PageView<'_>) -> R,
+    ) -> Result<(R, PageRead)> {
+        let page_bytes = self.geometry().page_bytes as usize;
+        let mut attempt = 1;
+        loop {
+            match self.read_encoded(at, page, purpose) {
+                None => break,
+                Some(Ok((read, encoded))) => {
+                    let view = PageView {
+                        page,
+                        page_bytes,
+                        bytes: Bytes::Encoded(encoded),
+                    };
+                    return Ok((parts(&view), read));
+                }
+                Some(Err(FlashError::Corrupt { .. })) if attempt < READ_ATTEMPTS_MAX => {
+                    attempt += 1;
+                }
+                Some(Err(error)) => return Err(error),
+            }
+        }
+        let mut whole = vec![0u8; page_bytes];
+        let read = self.read_retrying(at, page, purpose, &mut whole, &mut [])?;
+        let view = PageView {
+            page,
+            page_bytes: whole.len(),
+            bytes: Bytes::Whole(&whole),
+        };
+        Ok((parts(&view), read))
+    }
+}
