@@ -342,12 +342,43 @@ impl Space {
                 return Ok((record, at));
             }
         }
-        let (data, done) = self.read_page(at, page, purpose)?;
-        let header = RecordHeader::decode(&data, pointer.chunk() as usize * chunk, page)?;
-        if header.kind == layout::RECORD_KIND_SMALL {
-            let record = layout::decode_small(&data, pointer.chunk() as usize * chunk, page)?;
-            return Ok((record, done));
-        }
+        // A small record is copied out of the page alone: on compact media only its bytes are
+        // decoded. Any other kind needs the whole page.
+        let offset = pointer.chunk() as usize * chunk;
+        let page_bytes = self.geometry.page_bytes as usize;
+        let address = self.page_address(page)?;
+        let (found, read) = self.flash.read_parts(at, address, purpose, |view| {
+            if offset + RECORD_HEADER_BYTES > page_bytes {
+                return Err(SpaceError::Malformed {
+                    page,
+                    what: "record header runs past the page",
+                });
+            }
+            let mut head = [0u8; RECORD_HEADER_BYTES];
+            view.copy(offset, &mut head)?;
+            let header = RecordHeader::decode(&head, 0, page)?;
+            if header.kind == layout::RECORD_KIND_SMALL {
+                let length =
+                    RECORD_HEADER_BYTES + header.key_len as usize + header.value_len as usize;
+                if offset + length > page_bytes {
+                    return Err(SpaceError::Malformed {
+                        page,
+                        what: "record runs past the page",
+                    });
+                }
+                let mut bytes = vec![0u8; length];
+                view.copy(offset, &mut bytes)?;
+                return Ok(Found::Small(layout::decode_small(&bytes, 0, page)?));
+            }
+            let mut whole = vec![0u8; page_bytes];
+            view.copy(0, &mut whole)?;
+            Ok(Found::Whole(header, whole))
+        })?;
+        let done = read.done_at;
+        let (header, data) = match found? {
+            Found::Small(record) => return Ok((record, done)),
+            Found::Whole(header, data) => (header, data),
+        };
         if header.kind != layout::RECORD_KIND_LARGE || header.part != 0 || pointer.chunk() != 0 {
             return Err(SpaceError::Malformed {
                 page,
@@ -404,4 +435,12 @@ impl Space {
             self.sub_valid(pointer.page().0 / per_block, bytes);
         }
     }
+}
+
+/// What a record read found in its page.
+enum Found {
+    /// A small record, whole.
+    Small(Record),
+    /// The first page of a large record: its header and the page.
+    Whole(RecordHeader, Vec<u8>),
 }
