@@ -7,10 +7,12 @@
 //! that are not periodic are kept as literals). Everything above the media sees the same bytes as on
 //! [`crate::MediaKind::Ram`], so the flash layer's checksums, rules, timing and counters are unchanged.
 //!
-//! Each page's encoding is one allocation of its size, so that pages freed by an erase (or a
-//! discard, [`crate::Flash::discard`]) leave memory the allocator reuses for the next pages.
+//! A block's page encodings lie end to end in chunks ([`crate::arena`]), freed when every page in
+//! them is erased or discarded ([`crate::Flash::discard`]). A slot is encoded with its OOB area
+//! first, so that a read of the trailer and of one record ([`crate::Flash::read_parts`]) decodes
+//! only the operations up to that record.
 //!
-//! # Encoding of one slot (payload then the whole OOB area)
+//! # Encoding of one slot (the whole OOB area, then the payload)
 //!
 //! A sequence of operations, each a tag byte and a LEB128 length, which together cover the slot
 //! exactly:
@@ -196,8 +198,8 @@ impl<'a> Input<'a> {
 }
 
 /// Decodes an encoding that lies in `encoded` (its two pieces in order) into the slot made of
-/// `out` (the page's payload, then its OOB area), which it must cover exactly: no slot in between,
-/// so a read decodes straight into the caller's buffers.
+/// `out` (its two parts in order: the media put a page's OOB area first), which it must cover
+/// exactly: no slot in between, so a read decodes straight into the caller's buffers.
 pub(crate) fn decode_into(encoded: [&[u8]; 2], out: [&mut [u8]; 2]) -> Result<(), Malformed> {
     let mut input = Input { pieces: encoded };
     let [data, oob] = out;
@@ -384,7 +386,7 @@ impl CompactMedia {
             return Ok(());
         }
         let encoded = pages.parts(page).ok_or(Unreadable::Discarded)?;
-        decode_into(encoded, [data, oob]).map_err(Unreadable::Malformed)
+        decode_into(encoded, [oob, data]).map_err(Unreadable::Malformed)
     }
 
     /// Page `index`'s encoding, in the (at most two) pieces it lies in, for reading parts of it
@@ -414,8 +416,11 @@ impl CompactMedia {
         if pages.len() != page {
             return Err((address, "pages of a block must be stored in order"));
         }
-        self.slot[..self.page_bytes].copy_from_slice(data);
-        self.slot[self.page_bytes..].copy_from_slice(oob);
+        // The OOB area first: a read that wants only the trailer and one record decodes the
+        // first operations, and the record's (`decode_span`).
+        let oob_bytes = self.slot.len() - self.page_bytes;
+        self.slot[..oob_bytes].copy_from_slice(oob);
+        self.slot[oob_bytes..].copy_from_slice(data);
         self.scratch.clear();
         encode(&self.slot, &mut self.scratch);
         let before = pages.held_bytes();

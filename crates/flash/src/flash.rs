@@ -566,8 +566,8 @@ impl Flash {
             }
         };
         if let Some(encoded) = encoded {
-            let page_bytes = self.geometry.page_bytes as usize;
-            crate::compact::decode_span(encoded, page_bytes, &mut self.oob_scratch)
+            // Compact media keep a page's OOB area first.
+            crate::compact::decode_span(encoded, 0, &mut self.oob_scratch)
                 .map_err(|what| FlashError::MediaMalformed { page, what })?;
         }
         let done_at = match &mut self.timeline {

@@ -17,8 +17,9 @@ pub struct PageView<'a> {
 enum Bytes<'a> {
     /// The whole payload.
     Whole(&'a [u8]),
-    /// The page's encoding on compact media, in its (at most two) pieces.
-    Encoded([&'a [u8]; 2]),
+    /// The page's encoding on compact media, in its (at most two) pieces: its OOB area of this
+    /// many bytes, then the payload.
+    Encoded([&'a [u8]; 2], usize),
 }
 
 impl PageView<'_> {
@@ -40,8 +41,8 @@ impl PageView<'_> {
                 out.copy_from_slice(&whole[offset..offset + out.len()]);
                 Ok(())
             }
-            Bytes::Encoded(encoded) => {
-                crate::compact::decode_span(encoded, offset, out).map_err(|what| {
+            Bytes::Encoded(encoded, oob_bytes) => {
+                crate::compact::decode_span(encoded, oob_bytes + offset, out).map_err(|what| {
                     FlashError::MediaMalformed {
                         page: self.page,
                         what,
@@ -64,6 +65,7 @@ impl Flash {
         parts: impl FnOnce(&PageView<'_>) -> R,
     ) -> Result<(R, PageRead)> {
         let page_bytes = self.geometry().page_bytes as usize;
+        let oob_bytes = self.geometry().oob_bytes as usize;
         let mut attempt = 1;
         loop {
             match self.read_encoded(at, page, purpose) {
@@ -72,7 +74,7 @@ impl Flash {
                     let view = PageView {
                         page,
                         page_bytes,
-                        bytes: Bytes::Encoded(encoded),
+                        bytes: Bytes::Encoded(encoded, oob_bytes),
                     };
                     return Ok((parts(&view), read));
                 }
