@@ -143,7 +143,7 @@ impl LsmTree {
             let (entries, finished) =
                 Self::segment_entries_of(space, &self.levels[index], at, segment, purpose)?;
             done = done.max(finished);
-            all.extend(entries);
+            all.extend(Arc::unwrap_or_clone(entries));
         }
         Ok((all, done))
     }

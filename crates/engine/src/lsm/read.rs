@@ -1,6 +1,8 @@
 //! Reads: point lookups (GET, presence) through L0 and each level's one candidate segment, and
 //! range scans merging every level.
 
+use std::sync::Arc;
+
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{RecordPointer, Space};
 
@@ -185,15 +187,12 @@ impl LsmTree {
         self.check_key(start)?;
         let mut t = at;
         // Source 0 is L0; source i + 1 is level i. A lower source number is newer.
-        let l0: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
-            .l0
-            .range(start.to_vec()..)
-            .map(|(key, value)| (key.clone(), value.value.clone()))
-            .collect();
-        let mut l0_position = 0;
+        // L0 is walked as the scan consumes it (a scan takes at most a few of its pairs).
+        let l0_map = Arc::clone(&self.l0);
+        let mut l0 = l0_map.range(start.to_vec()..).peekable();
         struct Cursor {
             segment: usize,
-            entries: Vec<Entry>,
+            entries: Arc<Vec<Entry>>,
             position: usize,
         }
         let mode = SearchMode { prefixes: false };
@@ -234,7 +233,7 @@ impl LsmTree {
                     cursor.position = 0;
                 }
             }
-            let mut smallest: Option<&[u8]> = l0.get(l0_position).map(|(key, _)| key.as_slice());
+            let mut smallest: Option<&[u8]> = l0.peek().map(|&(key, _)| key.as_slice());
             for cursor in &cursors {
                 if let Some(entry) = cursor.entries.get(cursor.position) {
                     if smallest.is_none_or(|key| entry.key.as_slice() < key) {
@@ -248,9 +247,8 @@ impl LsmTree {
             self.cpu_pending.key_comparisons += cursors.len() as u64 + 1;
             // The newest source holding the key decides; older ones are skipped.
             let mut decided: Option<Result<Option<Vec<u8>>, Entry>> = None;
-            if l0.get(l0_position).is_some_and(|(key, _)| *key == smallest) {
-                decided = Some(Ok(l0[l0_position].1.clone()));
-                l0_position += 1;
+            if let Some((_, value)) = l0.next_if(|&(key, _)| *key == smallest) {
+                decided = Some(Ok(value.value.clone()));
             }
             for cursor in &mut cursors {
                 if cursor
@@ -301,7 +299,7 @@ impl LsmTree {
         level: usize,
         segment: usize,
         purpose: Purpose,
-    ) -> Result<(Vec<Entry>, SimTime)> {
+    ) -> Result<(Arc<Vec<Entry>>, SimTime)> {
         Self::segment_entries_of(space, &self.levels[level], at, segment, purpose)
     }
 
@@ -311,12 +309,12 @@ impl LsmTree {
         at: SimTime,
         segment: usize,
         purpose: Purpose,
-    ) -> Result<(Vec<Entry>, SimTime)> {
+    ) -> Result<(Arc<Vec<Entry>>, SimTime)> {
         let Some(segment) = level.segments.get(segment) else {
-            return Ok((Vec::new(), at));
+            return Ok((Arc::new(Vec::new()), at));
         };
         if let Some(entries) = &segment.entries {
-            return Ok((entries.as_ref().clone(), at));
+            return Ok((Arc::clone(entries), at));
         }
         let Some(page) = segment.page else {
             return Err(EngineError::Config(
@@ -324,6 +322,9 @@ impl LsmTree {
             ));
         };
         let (bytes, done) = space.read_page(at, page, purpose)?;
-        Ok((SegmentPage::parse(&bytes, page.0)?.entries()?, done))
+        Ok((
+            Arc::new(SegmentPage::parse(&bytes, page.0)?.entries()?),
+            done,
+        ))
     }
 }
