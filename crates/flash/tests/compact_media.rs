@@ -92,6 +92,19 @@ fn address(block: u32) -> BlockAddress {
     }
 }
 
+/// Whether a compact read failed as a read of a discarded page must: the page named, and the time
+/// the same read took on ram media.
+fn read_as_discarded<T>(
+    read: &Result<T, FlashError>,
+    page: PageAddress,
+    ram_done_at: kvssd_flash::SimTime,
+) -> bool {
+    matches!(
+        read,
+        Err(FlashError::Discarded { page: p, done_at }) if *p == page && *done_at == ram_done_at
+    )
+}
+
 proptest! {
     #[test]
     fn compact_media_behave_as_ram_media(steps in proptest::collection::vec(step(), 1..60)) {
@@ -120,12 +133,11 @@ proptest! {
                     let b = compact.read(at, page, Purpose::UserData, &mut data_b, &mut oob_b);
                     if discarded.contains(&(block, page.page)) {
                         let read = a.expect("ram media keep a discarded page");
-                        let is_discarded = matches!(
-                            b,
-                            Err(FlashError::Discarded { page: p, done_at })
-                                if p == page && done_at == read.done_at
+                        prop_assert!(
+                            read_as_discarded(&b, page, read.done_at),
+                            "compact read of a discarded page: {:?}",
+                            b
                         );
-                        prop_assert!(is_discarded, "compact read of a discarded page: {:?}", b);
                         continue;
                     }
                     prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
@@ -149,12 +161,11 @@ proptest! {
                     let b = compact.read_parts(at, page, Purpose::UserData, parts);
                     if discarded.contains(&(block, page.page)) {
                         let read = a.expect("ram media keep a discarded page").1;
-                        let is_discarded = matches!(
-                            b,
-                            Err(FlashError::Discarded { page: p, done_at })
-                                if p == page && done_at == read.done_at
+                        prop_assert!(
+                            read_as_discarded(&b, page, read.done_at),
+                            "compact read of a discarded page: {:?}",
+                            b
                         );
-                        prop_assert!(is_discarded, "compact read of a discarded page: {:?}", b);
                         continue;
                     }
                     prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
