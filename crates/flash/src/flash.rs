@@ -437,13 +437,7 @@ impl Flash {
         oob: &mut [u8],
     ) -> Result<PageRead> {
         self.check_buffers(data.len(), oob.len())?;
-        let slot = self.page_slot(page)?;
-        if self.faults.power_cut {
-            return Err(FlashError::PowerCut);
-        }
-        if page.page >= self.blocks[slot].next_page {
-            return Err(FlashError::ReadErased { page });
-        }
+        let slot = self.readable_slot(page)?;
         let index = self.geometry.page_index(page);
         let cached = purpose == Purpose::Index && self.faults.is_quiet();
         if cached {
@@ -471,12 +465,7 @@ impl Flash {
             Err(ReadFailure::Discarded) => true,
             Err(ReadFailure::Error(error)) => return Err(error),
         };
-        let done_at = match &mut self.timeline {
-            Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
-            None => at,
-        };
-        self.counters
-            .record_read(purpose, u64::from(self.geometry.page_bytes));
+        let done_at = self.time_read(at, page, purpose);
         if discarded {
             // The read took its time as on any media; only its bytes are gone.
             return Err(FlashError::Discarded { page, done_at });
@@ -498,8 +487,7 @@ impl Flash {
         let verify = self.verify_every_read
             || faults_active
             || (!self.torn_pages.is_empty() && self.torn_pages.contains(&index));
-        if trailer.magic != PAGE_MAGIC
-            || trailer.sequence < self.blocks[slot].erase_sequence
+        if !self.is_current(slot, &trailer)
             || (verify && trailer.crc != page_crc(data, user_oob, index, trailer.sequence))
         {
             return Err(FlashError::Corrupt { page });
@@ -516,16 +504,45 @@ impl Flash {
         })
     }
 
+    /// The block slot of page `page` if a read may be issued to it: the page is on the device,
+    /// power is on and the page was programmed since its block's erase.
+    fn readable_slot(&self, page: PageAddress) -> Result<usize> {
+        let slot = self.page_slot(page)?;
+        if self.faults.power_cut {
+            return Err(FlashError::PowerCut);
+        }
+        if page.page >= self.blocks[slot].next_page {
+            return Err(FlashError::ReadErased { page });
+        }
+        Ok(slot)
+    }
+
+    /// Books a page read issued at `at` and counts it; returns when it completes.
+    fn time_read(&mut self, at: SimTime, page: PageAddress, purpose: Purpose) -> SimTime {
+        let done_at = match &mut self.timeline {
+            Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
+            None => at,
+        };
+        self.counters
+            .record_read(purpose, u64::from(self.geometry.page_bytes));
+        done_at
+    }
+
+    /// Whether a trailer names a program of the page since its block's last erase.
+    fn is_current(&self, slot: usize, trailer: &Trailer) -> bool {
+        trailer.magic == PAGE_MAGIC && trailer.sequence >= self.blocks[slot].erase_sequence
+    }
+
     /// Reads page `page` of compact media as [`Flash::read`] does (the same rules, time and
-    /// counters) but decodes only its OOB area, and returns the page's encoding for the caller to
-    /// decode the parts it needs ([`Flash::read_parts`]). `None` when a read must see the whole
-    /// page: other media, or a checksum to verify (faults, a torn page, verification asked for).
+    /// counters) but decodes only its OOB area; the caller then decodes the parts it needs from
+    /// [`Flash::encoding`] ([`Flash::read_parts`]). `None` when a read must see the whole page:
+    /// other media, or a checksum to verify (faults, a torn page, verification asked for).
     pub(crate) fn read_encoded(
         &mut self,
         at: SimTime,
         page: PageAddress,
         purpose: Purpose,
-    ) -> Option<Result<(PageRead, Encoded<'_>)>> {
+    ) -> Option<Result<PageRead>> {
         let index = self.geometry.page_index(page);
         if !matches!(self.media, Media::Compact(_))
             || self.verify_every_read
@@ -534,7 +551,7 @@ impl Flash {
         {
             return None;
         }
-        Some(self.read_encoded_checked(at, page, purpose, index))
+        Some(self.read_encoded_checked(at, page, purpose))
     }
 
     fn read_encoded_checked(
@@ -542,53 +559,53 @@ impl Flash {
         at: SimTime,
         page: PageAddress,
         purpose: Purpose,
-        index: u64,
-    ) -> Result<(PageRead, Encoded<'_>)> {
-        let slot = self.page_slot(page)?;
-        if self.faults.power_cut {
-            return Err(FlashError::PowerCut);
-        }
-        if page.page >= self.blocks[slot].next_page {
-            return Err(FlashError::ReadErased { page });
-        }
+    ) -> Result<PageRead> {
+        let slot = self.readable_slot(page)?;
         self.operations += 1;
+        // Compact media keep a page's OOB area first.
+        let mut oob = std::mem::take(&mut self.oob_scratch);
+        let decoded = self.encoding(page).and_then(|encoded| {
+            crate::compact::decode_span(encoded, 0, &mut oob)
+                .map_err(|what| FlashError::MediaMalformed { page, what })
+        });
+        self.oob_scratch = oob;
+        let discarded = match decoded {
+            Ok(()) => false,
+            Err(FlashError::Discarded { .. }) => true,
+            Err(error) => return Err(error),
+        };
+        let done_at = self.time_read(at, page, purpose);
+        if discarded {
+            // The read took its time as on any media; only its bytes are gone.
+            return Err(FlashError::Discarded { page, done_at });
+        }
+        let trailer = Trailer::decode(&self.oob_scratch);
+        if !self.is_current(slot, &trailer) {
+            return Err(FlashError::Corrupt { page });
+        }
+        Ok(PageRead {
+            done_at,
+            sequence: trailer.sequence,
+        })
+    }
+
+    /// Page `page`'s encoding on compact media, in the (at most two) pieces it lies in. A
+    /// discarded page is [`FlashError::Discarded`] (with no time: nothing was read).
+    pub(crate) fn encoding(&self, page: PageAddress) -> Result<Encoded<'_>> {
         let Media::Compact(media) = &self.media else {
             return Err(FlashError::MediaMalformed {
                 page,
                 what: "not compact media",
             });
         };
-        let encoded = match media.encoded(index) {
-            Ok(encoded) => Some(encoded),
-            Err(crate::compact::Unreadable::Discarded) => None,
-            Err(crate::compact::Unreadable::Malformed(what)) => {
-                return Err(FlashError::MediaMalformed { page, what })
-            }
-        };
-        if let Some(encoded) = encoded {
-            // Compact media keep a page's OOB area first.
-            crate::compact::decode_span(encoded, 0, &mut self.oob_scratch)
-                .map_err(|what| FlashError::MediaMalformed { page, what })?;
-        }
-        let done_at = match &mut self.timeline {
-            Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
-            None => at,
-        };
-        self.counters
-            .record_read(purpose, u64::from(self.geometry.page_bytes));
-        let Some(encoded) = encoded else {
-            // The read took its time as on any media; only its bytes are gone.
-            return Err(FlashError::Discarded { page, done_at });
-        };
-        let trailer = Trailer::decode(&self.oob_scratch);
-        if trailer.magic != PAGE_MAGIC || trailer.sequence < self.blocks[slot].erase_sequence {
-            return Err(FlashError::Corrupt { page });
-        }
-        let read = PageRead {
-            done_at,
-            sequence: trailer.sequence,
-        };
-        Ok((read, encoded))
+        media
+            .encoded(self.geometry.page_index(page))
+            .map_err(|failure| match failure {
+                crate::compact::Unreadable::Discarded => FlashError::Discarded { page, done_at: 0 },
+                crate::compact::Unreadable::Malformed(what) => {
+                    FlashError::MediaMalformed { page, what }
+                }
+            })
     }
 
     /// Programs a page issued at `at` with `data` (exactly `page_bytes`) and `oob` (at most

@@ -19,7 +19,7 @@ enum Bytes<'a> {
     Whole(&'a [u8]),
     /// The page's encoding on compact media, in its (at most two) pieces: its OOB area of this
     /// many bytes, then the payload.
-    Encoded([&'a [u8]; 2], usize),
+    Encoded(crate::flash::Encoded<'a>, usize),
 }
 
 impl PageView<'_> {
@@ -70,7 +70,8 @@ impl Flash {
         loop {
             match self.read_encoded(at, page, purpose) {
                 None => break,
-                Some(Ok((read, encoded))) => {
+                Some(Ok(read)) => {
+                    let encoded = self.encoding(page)?;
                     let view = PageView {
                         page,
                         page_bytes,
