@@ -179,15 +179,18 @@ pub(crate) struct Calendar {
 impl Calendar {
     /// Index of the first booking that ends after `at`.
     fn first_ending_after(&self, at: SimTime) -> usize {
-        // Most questions are about times at or past every booking, or past all but the last few
-        // (operations of other clients queued on the same die): look there before searching.
+        self.partition_point(|&(_, end)| end <= at)
+    }
+
+    /// The index of the first booking for which `before` is false (`before` holds of a prefix).
+    /// Most questions are about times at or past every booking, or past all but the last few
+    /// (operations of other clients queued on the same resource): look there before searching.
+    fn partition_point(&self, before: impl Fn(&(SimTime, SimTime)) -> bool) -> usize {
         let length = self.booked.len();
-        for back in 0..BACKWARD_LOOKS.min(length) {
-            if self.booked[length - 1 - back].1 <= at {
-                return length - back;
-            }
-        }
-        self.booked.partition_point(|&(_, end)| end <= at)
+        (0..BACKWARD_LOOKS.min(length))
+            .find(|&back| before(&self.booked[length - 1 - back]))
+            .map(|back| length - back)
+            .unwrap_or_else(|| self.booked.partition_point(before))
     }
 
     /// The earliest start at or after `ready` of a free interval `duration` long.
@@ -218,15 +221,7 @@ impl Calendar {
         if start == end {
             return;
         }
-        // Most bookings come after every earlier one, or before only the last few.
-        let length = self.booked.len();
-        let position = (0..BACKWARD_LOOKS.min(length))
-            .find(|&back| self.booked[length - 1 - back].0 < start)
-            .map(|back| length - back)
-            .unwrap_or_else(|| {
-                self.booked
-                    .partition_point(|&(booked_start, _)| booked_start < start)
-            });
+        let position = self.partition_point(|&(booked_start, _)| booked_start < start);
         // Merge with touching neighbours so the calendar stays short.
         let touches_previous = position > 0 && self.booked[position - 1].1 == start;
         let touches_next = position < self.booked.len() && self.booked[position].0 == end;
