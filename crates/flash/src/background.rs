@@ -246,6 +246,22 @@ impl Background {
         }
     }
 
+    /// No background work still to be issued can be booked before this time. A lane issues
+    /// nothing before its latest issue (each phase starts at or after it) nor before a job's
+    /// ready time; work already queued per die is issued at the die's scheduled look.
+    ///
+    /// A projection copies calendars from here. Bounding it by each lane's latest issue rather
+    /// than by every queued job's ready time alone keeps the copy small when a lane lags far
+    /// behind (GC jobs queued long ago while their lane is still busy).
+    fn earliest_booking(&self) -> SimTime {
+        let lanes = self.lanes.iter().filter_map(|state| {
+            let ready = state.jobs.iter().map(|job| job.ready_at).min()?;
+            Some(state.issued_at.max(ready))
+        });
+        let dies = self.scheduled_at.iter().copied();
+        lanes.chain(dies).fold(SimTime::MAX, SimTime::min)
+    }
+
     /// Whether jobs wait to be played.
     pub(crate) fn has_work(&self) -> bool {
         self.pending_jobs > 0
@@ -515,13 +531,8 @@ impl Timeline {
         }
         let mut until = self.pump_limit(SimTime::MAX);
         // Everything ready by `until` has been issued (every pump plays to the clock), so the
-        // copy books nothing earlier than `until` or than a queued job's ready time.
-        let from = self
-            .background
-            .lanes
-            .iter()
-            .flat_map(|lane| lane.jobs.iter().map(|job| job.ready_at))
-            .fold(until, SimTime::min);
+        // copy books nothing earlier than `until` or than the next start of a lane's queue.
+        let from = self.background.earliest_booking().min(until);
         let mut played = self.copy_after(from);
         played.background.watched = Some(id);
         let mut step: SimTime = 1_000_000;
