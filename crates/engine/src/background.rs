@@ -23,6 +23,12 @@ use kvssd_space::Space;
 /// as PinK's did.
 pub const FLUSHING_BYTES_MAX: u64 = 1 << 20;
 
+/// GC jobs queued for the background thread before a writer whose write queues another waits for
+/// the oldest: the one running and one behind it, as for merges. GC's effects on the space happen
+/// at once (the blocks it frees are free for the next write), so without this wait writers could
+/// run ahead of GC's flash work without bound, and the work queued would grow in memory.
+pub(crate) const GC_JOBS_IN_FLIGHT_MAX: usize = 2;
+
 /// The immutable buffers of one engine and its stall counters.
 #[derive(Debug, Clone)]
 pub(crate) struct Flushing<B> {
@@ -102,6 +108,23 @@ impl<B> Flushing<B> {
     pub(crate) fn stalls(&self) -> (u64, u64) {
         (self.stalls, self.stall_ns)
     }
+}
+
+/// Runs `step` (GC) as a job of the GC lane issued at `at`; if it queued a job while as many as
+/// `collecting` allows are still running, waits for the oldest (a write stall, counted there).
+pub(crate) fn gc_in_background<E>(
+    space: &mut Space,
+    at: SimTime,
+    collecting: &mut Flushing<()>,
+    step: impl FnOnce(&mut Space) -> Result<SimTime, E>,
+) -> Result<SimTime, E> {
+    let (result, job) = in_background(space, at, Lane::Gc, step);
+    let mut t = result?;
+    if job.is_some() {
+        t = collecting.wait(space, t);
+        collecting.started((), job);
+    }
+    Ok(t)
 }
 
 /// Runs `step` (a flush, or GC) as a background step issued at `at`: see

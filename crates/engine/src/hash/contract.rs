@@ -152,6 +152,8 @@ impl Engine for HashIndex {
                 ("gc_slots_copied", stats.gc_slots_copied),
                 ("write_stalls_flush", self.flushing.stalls().0),
                 ("write_stall_flush_us", self.flushing.stalls().1 / 1_000),
+                ("write_stalls_gc", self.collecting.stalls().0),
+                ("write_stall_gc_us", self.collecting.stalls().1 / 1_000),
             ],
             shape,
         }

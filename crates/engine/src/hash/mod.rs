@@ -120,6 +120,8 @@ pub struct HashIndex {
     buffer: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// The previous write buffer while the background thread applies it.
     flushing: Flushing<BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+    /// GC jobs in flight (see `crate::background::GC_JOBS_IN_FLIGHT_MAX`).
+    collecting: Flushing<()>,
     buffer_bytes: u64,
     entries: u64,
     probe_slots: u64,
@@ -234,6 +236,7 @@ impl HashIndex {
             table,
             buffer: BTreeMap::new(),
             flushing: Flushing::new(config.write_buffer_bytes),
+            collecting: Flushing::with_limit(crate::background::GC_JOBS_IN_FLIGHT_MAX),
             buffer_bytes: 0,
             entries: 0,
             probe_slots,

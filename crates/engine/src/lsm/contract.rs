@@ -158,6 +158,8 @@ impl Engine for LsmTree {
                 ("gc_segments_rewritten", stats.gc_segments_rewritten),
                 ("write_stalls_flush", self.flushing.stalls().0),
                 ("write_stall_flush_us", self.flushing.stalls().1 / 1_000),
+                ("write_stalls_gc", self.collecting.stalls().0),
+                ("write_stall_gc_us", self.collecting.stalls().1 / 1_000),
                 ("write_stalls_compaction", self.compacting.stalls().0),
                 (
                     "write_stall_compaction_us",

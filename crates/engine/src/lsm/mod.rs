@@ -159,6 +159,8 @@ pub struct LsmTree {
     flushing: Flushing<Arc<BTreeMap<Vec<u8>, L0Value>>>,
     /// The last compaction job the background thread was given.
     compacting: Flushing<()>,
+    /// GC jobs in flight (see `crate::background::GC_JOBS_IN_FLIGHT_MAX`).
+    collecting: Flushing<()>,
     l0_bytes: u64,
     /// Bytes of L0's keys, kept as L0 changes so admission checks need not walk L0 per put.
     l0_key_bytes: u64,
@@ -324,6 +326,7 @@ impl LsmTree {
             l0: Arc::new(BTreeMap::new()),
             flushing: Flushing::new(config.l0_bytes),
             compacting: Flushing::with_limit(COMPACTIONS_IN_FLIGHT_MAX),
+            collecting: Flushing::with_limit(crate::background::GC_JOBS_IN_FLIGHT_MAX),
             l0_bytes: 0,
             l0_key_bytes: 0,
             flushing_for_gc: false,
