@@ -24,7 +24,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::latency::LatencyRecorder;
 use crate::report::{BenchReport, BenchResult, PerRequest};
-use crate::workload::{key_of, value_of};
+use crate::workload::{described, distinct_keys_max, key_of, value_of};
 use crate::ycsb::{report_presets, BenchProfile};
 
 /// One SeekRandom run's configuration.
@@ -80,6 +80,16 @@ pub enum SeekError {
     /// An empty list.
     #[error("--{0} needs at least one value")]
     Empty(&'static str),
+    /// More keys than the key size has distinct keys.
+    #[error("--keys {keys}: {key_bytes} B keys have only {max} distinct keys; use longer keys or fewer keys")]
+    TooManyKeys {
+        /// Keys asked for.
+        keys: u64,
+        /// The key size.
+        key_bytes: usize,
+        /// Distinct keys of that size.
+        max: u64,
+    },
     /// The device could not be set up to check.
     #[error("{0}")]
     Device(String),
@@ -112,12 +122,20 @@ impl SeekConfig {
                 return Err(SeekError::Empty(empty));
             }
         }
+        let max = distinct_keys_max(self.profile.key_bytes);
+        if self.keys > max {
+            return Err(SeekError::TooManyKeys {
+                keys: self.keys,
+                key_bytes: self.profile.key_bytes,
+                max,
+            });
+        }
         let geometry = self.profile.flash.geometry;
         let device = self
             .profile
             .device_config(Preset::Pink.into(), Durability::Volatile);
-        let flash =
-            Flash::new(geometry, None).map_err(|error| SeekError::Device(error.to_string()))?;
+        let flash = Flash::new_on(&self.profile.media, geometry, None)
+            .map_err(|error| SeekError::Device(error.to_string()))?;
         let space = kvssd_space::Space::open(flash, device.space.clone())
             .map_err(|error| SeekError::Device(error.to_string()))?;
         let max = device.engine.value_bytes_max(&geometry);
@@ -162,8 +180,8 @@ impl SeekConfig {
         let mut profile = self.profile.clone();
         profile.value_bytes = value_bytes;
         let device_config = profile.device_config(preset.into(), Durability::Volatile);
-        let flash =
-            Flash::new(profile.flash.geometry, timing).map_err(|error| error.to_string())?;
+        let flash = Flash::new_on(&profile.media, profile.flash.geometry, timing)
+            .map_err(|error| error.to_string())?;
         let device = Device::open(flash, device_config).map_err(|error| error.to_string())?;
         let namespace = device
             .create_namespace(NamespaceSpec::new(preset))
@@ -272,6 +290,7 @@ fn run_value_size(
         let wall = Instant::now();
         let mut reads_max = 0u64;
         let mut entries = 0u64;
+        let mut checked = Checked::default();
         for seek in 0..config.seeks {
             let counters_before = device.stats().map_err(failed)?.flash;
             let start = key_of(rng.next_u64() % config.keys, profile.key_bytes);
@@ -284,11 +303,13 @@ fn run_value_size(
             let (iterator, opened) = device.iter_open(now, namespace, options).map_err(failed)?;
             let (first, positioned) = device.iter_next(opened, iterator, 1).map_err(failed)?;
             entries += first.entries.len() as u64;
+            checked.entries(&first.entries, profile.key_bytes, value_bytes);
             seeks.record(positioned - now);
             now = positioned;
             for _ in 0..if first.end { 0 } else { scan_length } {
                 let (batch, done) = device.iter_next(now, iterator, 1).map_err(failed)?;
                 entries += batch.entries.len() as u64;
+                checked.entries(&batch.entries, profile.key_bytes, value_bytes);
                 nexts.record(done - now);
                 now = done;
                 if batch.end {
@@ -330,6 +351,8 @@ fn run_value_size(
             seek_latency_us: Some(seeks.summary()),
             sim_requests_per_wall_s: config.seeks as f64 / wall.elapsed().as_secs_f64().max(1e-9),
             read_latency_cdf: nexts.cdf_points(),
+            value_mismatches: checked.mismatches,
+            first_value_mismatch: checked.first,
             note: Some(format!(
                 "{phase}: latency columns are per Next; ops are seeks of {scan_length} nexts"
             )),
@@ -337,6 +360,41 @@ fn run_value_size(
         });
     }
     Ok(results)
+}
+
+/// Every entry an iterator returned, checked against what the load wrote: the value must be the
+/// description of the load's write of that very key, whole and of the loaded size.
+#[derive(Debug, Default)]
+struct Checked {
+    mismatches: u64,
+    first: Option<String>,
+}
+
+impl Checked {
+    fn entries(
+        &mut self,
+        entries: &[kvssd_device::IterEntry],
+        key_bytes: usize,
+        value_bytes: usize,
+    ) {
+        for entry in entries {
+            let value = entry.value.as_deref().unwrap_or_default();
+            let right = value.len() == value_bytes
+                && described(value).is_some_and(|written| {
+                    written.version == 1 && key_of(written.number, key_bytes) == entry.key
+                });
+            if !right {
+                self.mismatches += 1;
+                self.first.get_or_insert_with(|| {
+                    format!(
+                        "key {:02x?}: a value of {} B that is not the one loaded",
+                        entry.key,
+                        value.len()
+                    )
+                });
+            }
+        }
+    }
 }
 
 /// `on` or `off`.

@@ -42,8 +42,11 @@ const SCRAMBLED_ITEM_COUNT: u64 = 10_000_000_000;
 const SCRAMBLED_ZETAN: f64 = 26.469_028_201_783_02;
 /// Longest scan of workload E by default (YCSB's `maxscanlength`).
 pub const SCAN_LENGTH_MAX: u32 = 100;
-/// Smallest key size the key format fits in: "user" and at least 8 of its digits.
+/// Smallest key size the text key format fits in: "user" and at least 8 of its digits. Shorter
+/// keys are binary ([`key_of`]).
 pub const KEY_BYTES_MIN: usize = 12;
+/// Smallest key size of all: a binary key of 4 bytes, as IterKVSSD loads.
+pub const KEY_BYTES_SHORTEST: usize = 4;
 
 /// How keys of existing records are chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -219,11 +222,43 @@ fn mix64(value: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The key of key number `number`, `key_bytes` long. REQUIRES: `key_bytes >= KEY_BYTES_MIN`.
+/// The key of key number `number`, `key_bytes` long (at least [`KEY_BYTES_SHORTEST`]). Keys of
+/// fewer than [`KEY_BYTES_MIN`] bytes are binary: the big-endian bytes of a bijective mix of the
+/// key number (32-bit below 8 bytes, 64-bit from 8), padded with zero bytes; distinct key numbers
+/// give distinct keys up to [`distinct_keys_max`].
 pub fn key_of(number: u64, key_bytes: usize) -> Vec<u8> {
+    if key_bytes < KEY_BYTES_MIN {
+        let key_bytes = key_bytes.max(KEY_BYTES_SHORTEST);
+        let mut key = if key_bytes >= 8 {
+            mix64(number).to_be_bytes().to_vec()
+        } else {
+            mix32(number as u32).to_be_bytes().to_vec()
+        };
+        key.resize(key_bytes, 0);
+        return key;
+    }
     let mut key = format!("user{:020}", mix64(number)).into_bytes();
-    key.resize(key_bytes.max(KEY_BYTES_MIN), b'x');
+    key.resize(key_bytes, b'x');
     key
+}
+
+/// How many key numbers (from 0) have distinct keys of `key_bytes` ([`key_of`]): binary keys of
+/// fewer than 8 bytes hold a 32-bit mix.
+pub fn distinct_keys_max(key_bytes: usize) -> u64 {
+    if key_bytes < 8 {
+        1 << 32
+    } else {
+        u64::MAX
+    }
+}
+
+/// A bijection of the 32-bit integers that spreads consecutive ones (MurmurHash3's finaliser).
+fn mix32(value: u32) -> u32 {
+    let mut h = value ^ (value >> 16);
+    h = h.wrapping_mul(0x85EB_CA6B);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35);
+    h ^ (h >> 16)
 }
 
 /// Bytes of a value's description (see [`value_of`]).
@@ -387,7 +422,22 @@ mod tests {
             .iter()
             .all(|key| key.len() == 32 && key.starts_with(b"user")));
         assert_eq!(key_of(7, 16).len(), 16);
-        assert_eq!(key_of(7, 1).len(), KEY_BYTES_MIN);
+        assert_eq!(key_of(7, 1).len(), KEY_BYTES_SHORTEST);
+    }
+
+    #[test]
+    fn workload_short_keys_are_binary_and_unique() {
+        for key_bytes in [4, 6, 8, 11] {
+            let keys: HashSet<Vec<u8>> = (0..100_000).map(|n| key_of(n, key_bytes)).collect();
+            assert_eq!(keys.len(), 100_000, "{key_bytes} B keys collide");
+            assert!(keys.iter().all(|key| key.len() == key_bytes));
+        }
+        // The 32-bit mix is a bijection: the keys of 0..2^32 are all the 4-byte strings.
+        let sample: HashSet<u32> = (0..1u64 << 16)
+            .map(|n| u32::from_be_bytes(key_of(n << 16, 4).try_into().expect("4 bytes")))
+            .collect();
+        assert_eq!(sample.len(), 1 << 16);
+        assert_eq!(distinct_keys_max(4), 1 << 32);
     }
 
     #[test]

@@ -116,6 +116,19 @@ pub(crate) struct SeekArgs {
     /// 0.1%).
     #[arg(long, default_value_t = 0.001, value_parser = parse_dram_fraction)]
     pub(crate) dram_fraction: f64,
+    /// Key size, bytes: 12 and more are text keys ("user" and digits), 4 to 11 binary (IterKVSSD
+    /// loads 4 B keys).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(4..=255))]
+    pub(crate) key_bytes: u16,
+    /// Size the card: blocks per die (default: 32, a 4 GiB card; 4096 makes a 512 GiB card, which
+    /// IterKVSSD's 3M pairs of 128 KiB values need).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
+    pub(crate) blocks_per_die: Option<u32>,
+    /// Where the simulated flash keeps its pages: ram (every page's bytes) or compact (values as
+    /// their 16-byte descriptions, pages freed on erase: the same figures in a fraction of the
+    /// memory). Default: ram.
+    #[arg(long, value_parser = parse_media)]
+    pub(crate) media: Option<kvssd_flash::MediaKind>,
     /// Seed of the load order and the seek keys.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,

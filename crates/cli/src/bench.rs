@@ -353,8 +353,18 @@ pub(crate) fn run_seek(args: SeekArgs) -> ExitCode {
         eprintln!("kvssd: prefetch degree {degree} is above the limit of 64");
         return ExitCode::from(2);
     }
-    let mut profile = kvssd_bench::ycsb::BenchProfile::scaled();
+    let mut profile = match sized(
+        kvssd_bench::ycsb::BenchProfile::scaled(),
+        args.blocks_per_die,
+    ) {
+        Ok(profile) => profile,
+        Err(code) => return code,
+    };
     profile.dram_fraction = args.dram_fraction;
+    profile.key_bytes = usize::from(args.key_bytes);
+    if let Some(media) = args.media {
+        profile.media = media;
+    }
     let config = seek::SeekConfig {
         profile,
         presets: args.presets,
@@ -374,16 +384,24 @@ pub(crate) fn run_seek(args: SeekArgs) -> ExitCode {
         eprintln!("kvssd: {error}");
         return ExitCode::from(2);
     }
+    // One loaded device at a time per preset.
+    let mut loaded = config.profile.clone();
+    loaded.records = config.keys;
+    if let Err(code) = fits_in_memory(&loaded, config.presets.len(), &args.run) {
+        return code;
+    }
     let on_off: Vec<&str> = config
         .index_prefetch
         .iter()
         .map(|&on| seek::on_off(on))
         .collect();
     eprintln!(
-        "kvssd bench seek: profile default [{}], DRAM for indexing {}% of capacity, {} keys, value sizes {:?} B (a device loaded per size), {} seeks per combination of scan lengths {:?}, index prefetch {}, prefetch degrees {:?}; presets {}, seed {} (simulated time)",
+        "kvssd bench seek: profile default [{}, {} media], DRAM for indexing {}% of capacity, {} keys of {} B, value sizes {:?} B (a device loaded per size), {} seeks per combination of scan lengths {:?}, index prefetch {}, prefetch degrees {:?}; presets {}, seed {} (simulated time)",
         config.profile.flash.geometry,
+        media_name(&config.profile.media),
         config.profile.dram_fraction * 100.0,
         config.keys,
+        config.profile.key_bytes,
         config.value_bytes,
         config.seeks,
         config.scan_lengths,

@@ -105,3 +105,63 @@ fn seek_limits_are_errors_before_the_run() {
     assert_eq!(config.check(), Err(SeekError::Empty("scan-length")));
     assert_eq!(tiny_grid().check(), Ok(()));
 }
+
+/// IterKVSSD's 4 B keys on compact media give the figures of full media, and every entry read is
+/// checked (none mismatched).
+#[test]
+fn seek_on_compact_media_with_short_keys_matches_ram_media() {
+    let mut config = tiny_grid();
+    config.profile.key_bytes = 4;
+    config.degrees = vec![0, 4];
+    config.index_prefetch = vec![true];
+    let ram = run(&config, 1, &|_, _, _, _| {}).expect("ram media");
+    config.profile.media = kvssd_flash::MediaKind::Compact;
+    let compact = run(&config, 1, &|_, _, _, _| {}).expect("compact media");
+    assert_eq!(ram.results.len(), compact.results.len());
+    for (ram, compact) in ram.results.iter().zip(&compact.results) {
+        assert_eq!(ram.value_mismatches, 0, "{:?}", ram.first_value_mismatch);
+        assert_eq!(compact.value_mismatches, 0);
+        assert_eq!(ram.next_latency_us, compact.next_latency_us);
+        assert_eq!(ram.seek_latency_us, compact.seek_latency_us);
+        assert_eq!(ram.flash_reads_per_query, compact.flash_reads_per_query);
+    }
+}
+
+/// An entry whose value is not the load's write of its key counts as a mismatch.
+#[test]
+fn seek_checks_each_entry_against_its_key() {
+    use crate::workload::{key_of, value_of};
+    let entry = |number: u64, value: Vec<u8>| kvssd_device::IterEntry {
+        key: key_of(number, 4),
+        value_len: value.len(),
+        value: Some(value),
+    };
+    let mut checked = super::Checked::default();
+    checked.entries(&[entry(5, value_of(5, 1, 128))], 4, 128);
+    assert_eq!(checked.mismatches, 0);
+    let mut damaged = value_of(6, 1, 128);
+    damaged[100] ^= 1;
+    checked.entries(
+        &[
+            entry(5, value_of(6, 1, 128)), // another key's value
+            entry(6, damaged),
+            entry(7, value_of(7, 2, 128)), // a version never loaded
+            entry(8, value_of(8, 1, 64)),  // a value of another size
+        ],
+        4,
+        128,
+    );
+    assert_eq!(checked.mismatches, 4);
+    assert!(checked.first.is_some());
+}
+
+#[test]
+fn seek_refuses_more_keys_than_the_key_size_holds() {
+    let mut config = tiny_grid();
+    config.profile.key_bytes = 4;
+    config.keys = (1 << 32) + 1;
+    assert!(matches!(
+        config.check(),
+        Err(SeekError::TooManyKeys { key_bytes: 4, .. })
+    ));
+}
