@@ -235,3 +235,39 @@ fn cli_seek_grid_reports_every_combination() {
     combinations.dedup();
     assert_eq!(combinations.len(), 16, "{combinations:?}");
 }
+
+/// A long run logged to a file (stderr not a terminal) prints plain progress lines, one as each
+/// phase starts; `--quiet` prints none.
+#[test]
+fn cli_bench_logs_progress_lines_when_stderr_is_not_a_terminal() {
+    let run = |quiet: bool| {
+        let mut args = vec![
+            "bench",
+            "ycsb",
+            "--presets",
+            "pink",
+            "--workloads",
+            "load,c",
+            "--blocks-per-die",
+            "4",
+            "--records",
+            "3000",
+            "--ops",
+            "500",
+        ];
+        if quiet {
+            args.push("--quiet");
+        }
+        let output = kvssd(&args);
+        assert_eq!(output.status.code(), Some(0));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let logged = run(false);
+    for phase in [
+        "pink load: started, 3000 requests",
+        "pink c: started, 500 requests",
+    ] {
+        assert!(logged.contains(phase), "{logged}");
+    }
+    assert!(!run(true).contains("started,"));
+}
