@@ -1,14 +1,17 @@
-//! File media under real process death: a child `kvssd write-loop` stores seeded keys with a
-//! write-ahead log synced on every command and prints each write's intent before it and an
-//! acknowledgement after it; the test kills it with SIGKILL after a seeded number of
-//! acknowledgements (zero included, which can land during recovery), reopens the image through
-//! `kvssd scan` and checks that every acknowledged write is there with its exact value, that the
-//! one write in flight is either wholly there or not at all, and that no other key appears. Every
-//! few rounds `kvssd check` must find the image clean. The next child then continues on the same
-//! image, so recovery after recovery is exercised.
+//! File media under real process death: a child `kvssd write-loop` stores seeded keys and prints
+//! each write's intent before it and an acknowledgement after it; the test kills it with SIGKILL
+//! after a seeded number of acknowledgements (zero included, which can land during recovery),
+//! reopens the image through `kvssd scan` and checks that every acknowledged write is there with
+//! its exact value, that a write in flight is either wholly there or not at all, and that no other
+//! key appears. Every few rounds `kvssd check` must find the image clean. The next child then
+//! continues on the same image, so recovery after recovery is exercised.
 //!
-//! Bounded: `ROUNDS` children of at most `ACKS_MAX` acknowledged writes each, on the `test_min`
-//! profile (256 KiB) in a temporary directory. Seeded: `KVSSD_SEED=<n>` replays a run.
+//! Two setups: one writer with the log synced on every command, and several writer threads with
+//! group commit (no sync per command; each writer calls `Device::sync` after its store and shares
+//! the syncs running beside it), where each writer has a write of its own in flight at the kill.
+//!
+//! Bounded: a few dozen children of at most `ACKS_MAX` acknowledged writes each, on the
+//! `test_min` profile (256 KiB) in a temporary directory. Seeded: `KVSSD_SEED=<n>` replays a run.
 
 mod common;
 
@@ -19,7 +22,6 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-const ROUNDS: u64 = 24;
 const ACKS_MAX: u64 = 120;
 /// Distinct keys the writes are drawn from (so later rounds overwrite earlier ones).
 const KEYS: u64 = 150;
@@ -33,23 +35,33 @@ fn unhex(text: &str) -> Vec<u8> {
 
 type Pair = (Vec<u8>, Vec<u8>);
 
-/// Applies one line of the child's output: an intent becomes the pending write, an
-/// acknowledgement applies it to the model.
-fn apply_line(
-    line: &str,
-    pending: &mut Option<Pair>,
-    model: &mut BTreeMap<Vec<u8>, Vec<u8>>,
-) -> bool {
+/// The writes in flight, by writer thread.
+type Pending = BTreeMap<u64, Pair>;
+
+/// Applies one line of the child's output: an intent becomes its writer's pending write, an
+/// acknowledgement applies that writer's pending write to the model. Returns whether it was an
+/// acknowledgement.
+fn apply_line(line: &str, pending: &mut Pending, model: &mut BTreeMap<Vec<u8>, Vec<u8>>) -> bool {
     let mut words = line.split(' ');
-    match words.next() {
+    let word = words.next();
+    let thread: u64 = words
+        .next()
+        .and_then(|thread| thread.parse().ok())
+        .unwrap_or_else(|| panic!("no writer in a line from write-loop: {line:?}"));
+    match word {
         Some("pending") => {
             let key = unhex(words.next().expect("pending key"));
             let value = unhex(words.next().expect("pending value"));
-            *pending = Some((key, value));
+            assert!(
+                pending.insert(thread, (key, value)).is_none(),
+                "writer {thread} began a write before its last was acknowledged"
+            );
             false
         }
         Some("ack") => {
-            let (key, value) = pending.take().expect("an ack follows an intent");
+            let (key, value) = pending
+                .remove(&thread)
+                .expect("an ack follows its writer's intent");
             model.insert(key, value);
             true
         }
@@ -76,13 +88,25 @@ fn scan(image: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
         .collect()
 }
 
-#[test]
-fn sigkill_acknowledged_writes_survive_every_kill() {
+/// How the child writes.
+struct Setup {
+    name: &'static str,
+    threads: u64,
+    group: bool,
+    rounds: u64,
+}
+
+/// Kills `setup.rounds` children at seeded points and checks the image after each kill.
+fn run_kills(setup: &Setup) {
     let seed: u64 = std::env::var("KVSSD_SEED")
         .ok()
         .and_then(|text| text.parse().ok())
         .unwrap_or(1);
-    eprintln!("sigkill test: seed {seed} (replay: KVSSD_SEED={seed} cargo test -p kvssd-cli --test sigkill)");
+    let replay = format!(
+        "replay: KVSSD_SEED={seed} cargo test -p kvssd-cli --test sigkill {}",
+        setup.name
+    );
+    eprintln!("sigkill test {}: seed {seed} ({replay})", setup.name);
     let directory = tempfile::tempdir().expect("temporary directory");
     let image = directory.path().join("device.img");
     let path = image.to_str().expect("utf-8 temp path");
@@ -93,27 +117,34 @@ fn sigkill_acknowledged_writes_survive_every_kill() {
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut acks_total = 0u64;
     let mut killed_in_flight = 0u64;
-    for round in 0..ROUNDS {
+    for round in 0..setup.rounds {
         let target = rng.below(ACKS_MAX);
         let child_seed = seed.wrapping_mul(1000).wrapping_add(round).to_string();
         let keys = KEYS.to_string();
+        let threads = setup.threads.to_string();
+        let mut args = vec![
+            "write-loop",
+            path,
+            "--seed",
+            &child_seed,
+            "--count",
+            "1000000",
+            "--keys",
+            &keys,
+            "--threads",
+            &threads,
+        ];
+        if setup.group {
+            args.push("--group");
+        }
         let mut child = Command::new(env!("CARGO_BIN_EXE_kvssd"))
-            .args([
-                "write-loop",
-                path,
-                "--seed",
-                &child_seed,
-                "--count",
-                "1000000",
-                "--keys",
-                &keys,
-            ])
+            .args(&args)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .expect("the kvssd binary starts");
         let mut reader = BufReader::new(child.stdout.take().expect("piped stdout"));
-        let mut pending = None;
+        let mut pending = Pending::new();
         let mut acks = 0u64;
         let mut line = String::new();
         while acks < target {
@@ -146,42 +177,36 @@ fn sigkill_acknowledged_writes_survive_every_kill() {
                 if let Some(mut pipe) = child.stderr.take() {
                     let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
                 }
-                panic!("seed {seed} round {round}: the child was not killed but ended with {status:?}: {stderr}");
+                panic!("round {round}: the child was not killed but ended with {status:?}: {stderr} ({replay})");
             }
         }
         acks_total += acks;
 
         let found = scan(&image);
+        let in_flight = |key: &[u8], value: Option<&Vec<u8>>| {
+            pending.values().any(|(pending_key, pending_value)| {
+                pending_key == key && value == Some(pending_value)
+            })
+        };
         for (key, value) in &model {
-            let maybe = pending
-                .as_ref()
-                .filter(|(pending_key, _)| pending_key == key);
             let actual = found.get(key);
-            let ok = actual == Some(value)
-                || maybe.is_some_and(|(_, pending_value)| actual == Some(pending_value));
             assert!(
-                ok,
-                "seed {seed} round {round}: key {:?} holds {:?}, acknowledged {:?} (replay: KVSSD_SEED={seed} cargo test -p kvssd-cli --test sigkill)",
+                actual == Some(value) || in_flight(key, actual),
+                "round {round}: key {:?} holds {:?}, acknowledged {:?} ({replay})",
                 String::from_utf8_lossy(key),
                 actual,
                 value
             );
         }
         for (key, value) in &found {
-            let acknowledged = model.get(key) == Some(value);
-            let in_flight = pending
-                .as_ref()
-                .is_some_and(|(pending_key, pending_value)| {
-                    pending_key == key && pending_value == value
-                });
             assert!(
-                acknowledged || in_flight,
-                "seed {seed} round {round}: key {:?} holds a value never acknowledged nor in flight (replay: KVSSD_SEED={seed} cargo test -p kvssd-cli --test sigkill)",
+                model.get(key) == Some(value) || in_flight(key, Some(value)),
+                "round {round}: key {:?} holds a value never acknowledged nor in flight ({replay})",
                 String::from_utf8_lossy(key)
             );
         }
-        // The write in flight is resolved now: the image says whether it happened.
-        if let Some((key, value)) = pending.take() {
+        // The writes in flight are resolved now: the image says whether each happened.
+        for (_, (key, value)) in std::mem::take(&mut pending) {
             if found.get(&key) == Some(&value) {
                 killed_in_flight += 1;
                 model.insert(key, value);
@@ -192,15 +217,37 @@ fn sigkill_acknowledged_writes_survive_every_kill() {
             assert_eq!(
                 checked.status.code(),
                 Some(0),
-                "seed {seed} round {round}: check found problems: {}{}",
+                "round {round}: check found problems: {}{} ({replay})",
                 String::from_utf8_lossy(&checked.stdout),
                 String::from_utf8_lossy(&checked.stderr)
             );
         }
     }
     eprintln!(
-        "sigkill test: {ROUNDS} kills, {acks_total} acknowledged writes checked, {} keys, {killed_in_flight} in-flight writes found applied",
+        "sigkill test {}: {} kills, {acks_total} acknowledged writes checked, {} keys, {killed_in_flight} in-flight writes found applied",
+        setup.name,
+        setup.rounds,
         model.len()
     );
     assert!(acks_total > 0, "no child acknowledged anything");
+}
+
+#[test]
+fn sigkill_acknowledged_writes_survive_every_kill() {
+    run_kills(&Setup {
+        name: "sigkill_acknowledged_writes_survive_every_kill",
+        threads: 1,
+        group: false,
+        rounds: 24,
+    });
+}
+
+#[test]
+fn sigkill_group_commit_with_several_writers_loses_no_acknowledged_write() {
+    run_kills(&Setup {
+        name: "sigkill_group_commit_with_several_writers_loses_no_acknowledged_write",
+        threads: 4,
+        group: true,
+        rounds: 16,
+    });
 }

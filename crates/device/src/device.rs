@@ -91,6 +91,8 @@ impl Core {
 /// threads must issue commands in non-decreasing simulated time (the flash model's rule).
 pub struct Device {
     core: Mutex<Core>,
+    /// Log syncs in progress (group commit).
+    syncing: logging::SyncGate,
 }
 
 /// A poisoned lock: a thread panicked while holding it.
@@ -153,6 +155,7 @@ impl Device {
         let space = Space::open(flash, config.space.clone())?;
         Ok(Device {
             core: Mutex::new(Core::new(space, config)),
+            syncing: logging::SyncGate::default(),
         })
     }
 

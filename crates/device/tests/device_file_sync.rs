@@ -98,3 +98,56 @@ fn device_file_sync_outside_the_lock_publishes_what_was_logged_before_it() {
     drop(device);
     let _ = std::fs::remove_file(&path);
 }
+
+/// Group commit: writers that each store and then sync, all at once. A writer whose sync waited
+/// for another's and returned without one of its own still finds its record durable.
+#[test]
+fn device_file_group_commit_makes_each_writers_record_durable_before_sync_returns() {
+    let profile = Profile::test_min();
+    let path = image("group");
+    let mut config = DeviceConfig::test_min();
+    config.durability = Durability::WriteAheadLog(SyncPolicy::None);
+    let device = Device::create(&path, profile.geometry, None, config.clone()).expect("create");
+    let namespace = device
+        .create_namespace(NamespaceSpec::new(Preset::Pink))
+        .expect("namespace");
+    std::thread::scope(|scope| {
+        for writer in 0..4u32 {
+            let device = &device;
+            scope.spawn(move || {
+                for step in 0..100u32 {
+                    let key = format!("g{writer}-{:02}", step % 30).into_bytes();
+                    let value = format!("value {step} from {writer}").into_bytes();
+                    device
+                        .store(0, namespace, &key, &value, StoreMode::Upsert)
+                        .expect("store");
+                    let mine = device.logged_sequence().expect("logged");
+                    device.sync(0).expect("sync");
+                    let durable = device.durable_sequence().expect("durable");
+                    assert!(durable >= mine, "sync returned before {mine:?} was durable");
+                }
+            });
+        }
+    });
+    let counts = device.durability_counts().expect("counts");
+    assert!(counts.media_syncs > 0, "{counts:?}");
+    // Abandoned without a close: every writer's last value was synced.
+    std::mem::forget(device);
+    let device = Device::open_path(&path, None, config).expect("reopen");
+    for writer in 0..4u32 {
+        for slot in 0..30u32 {
+            let last = (0..100u32)
+                .filter(|step| step % 30 == slot)
+                .max()
+                .expect("a step");
+            let key = format!("g{writer}-{slot:02}").into_bytes();
+            let (found, _) = device.retrieve(0, namespace, &key, None).expect("retrieve");
+            assert_eq!(
+                found.map(|retrieved| retrieved.value),
+                Some(format!("value {last} from {writer}").into_bytes())
+            );
+        }
+    }
+    drop(device);
+    let _ = std::fs::remove_file(&path);
+}

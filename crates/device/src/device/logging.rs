@@ -4,7 +4,7 @@
 //! checkpoints and the superblock.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use kvssd_flash::SimTime;
 
@@ -221,14 +221,59 @@ impl Core {
     }
 }
 
+/// Group commit: at most one log sync runs at a time. A writer that asks for a sync while one runs
+/// waits for it; then its records are durable (they were logged before that sync began) or it runs
+/// the next sync, for itself and every writer that logged meanwhile: one partly filled log page and
+/// one `fdatasync` for all of them.
+#[derive(Debug, Default)]
+pub(crate) struct SyncGate {
+    running: Mutex<bool>,
+    finished: Condvar,
+}
+
+/// Marks the gate's sync finished when dropped, so a failing (or panicking) sync never leaves
+/// writers waiting.
+struct Leading<'a>(&'a SyncGate);
+
+impl Drop for Leading<'_> {
+    fn drop(&mut self) {
+        let mut running = self
+            .0
+            .running
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        *running = false;
+        self.0.finished.notify_all();
+    }
+}
+
 impl Device {
     /// Makes every logged command durable (programs the log's partly filled page); returns when
     /// it is. A no-op without a log.
     ///
     /// On file media the `fdatasync` runs without the device's lock: the page is written under
     /// it, then commands and reads go on while the sync runs, and the records logged before it
-    /// began are published as durable ([`Device::durable_sequence`]) once it returns.
+    /// began are published as durable ([`Device::durable_sequence`]) once it returns. Concurrent
+    /// calls share syncs (group commit, [`SyncGate`]): a call made while another's sync runs waits
+    /// for it and returns at once if that sync covered its records.
     pub fn sync(&self, at: SimTime) -> Result<SimTime> {
+        let logged = self.logged_sequence()?;
+        {
+            let mut running = self.syncing.running.lock().map_err(poisoned)?;
+            while *running {
+                running = self.syncing.finished.wait(running).map_err(poisoned)?;
+            }
+            if logged.is_some() && self.durable_sequence()? >= logged {
+                return Ok(at);
+            }
+            *running = true;
+        }
+        let _leading = Leading(&self.syncing);
+        self.sync_now(at)
+    }
+
+    /// One sync of the log: see [`Device::sync`].
+    fn sync_now(&self, at: SimTime) -> Result<SimTime> {
         let (t, pending, shared) = {
             let mut core = self.lock()?;
             let core = &mut *core;

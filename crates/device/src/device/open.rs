@@ -90,6 +90,7 @@ impl Device {
         core.size_index_cache();
         Ok(Device {
             core: Mutex::new(core),
+            syncing: super::logging::SyncGate::default(),
         })
     }
 
