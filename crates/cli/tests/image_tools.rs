@@ -242,7 +242,8 @@ fn image_check_is_clean_then_reports_a_damaged_data_page() {
     // copy of its value in the file (the live one is in a data page; stale log copies are never
     // read again).
     let first = written.lines().next().expect("an intent line");
-    let mut words = first.split(' ').skip(1);
+    // "pending WRITER KEY VALUE"
+    let mut words = first.split(' ').skip(2);
     let key = unhex(words.next().expect("key"));
     let value = unhex(words.next().expect("value"));
     let mut bytes = std::fs::read(&image.path).expect("read the image");
