@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use kvssd_device::{Device, DeviceConfig, Durability, NamespaceSpec, StoreMode, SyncPolicy};
+use kvssd_device::{
+    Device, DeviceConfig, Durability, NamespaceId, NamespaceSpec, StoreMode, SyncPolicy,
+};
 use kvssd_engine::Preset;
 use kvssd_flash::Profile;
 
@@ -18,16 +20,23 @@ fn image(name: &str) -> PathBuf {
     path
 }
 
-#[test]
-fn device_file_sync_outside_the_lock_publishes_what_was_logged_before_it() {
-    let profile = Profile::test_min();
-    let path = image("threads");
+/// A fresh `test_min` image named `name` under a log that syncs only on `Device::sync`, with one
+/// `pink` namespace.
+fn unsynced_device(name: &str) -> (PathBuf, DeviceConfig, Device, NamespaceId) {
+    let path = image(name);
     let mut config = DeviceConfig::test_min();
     config.durability = Durability::WriteAheadLog(SyncPolicy::None);
-    let device = Device::create(&path, profile.geometry, None, config.clone()).expect("create");
+    let device =
+        Device::create(&path, Profile::test_min().geometry, None, config.clone()).expect("create");
     let namespace = device
         .create_namespace(NamespaceSpec::new(Preset::Pink))
         .expect("namespace");
+    (path, config, device, namespace)
+}
+
+#[test]
+fn device_file_sync_outside_the_lock_publishes_what_was_logged_before_it() {
+    let (path, config, device, namespace) = unsynced_device("threads");
     let writers_done = AtomicBool::new(false);
     let syncs = std::thread::scope(|scope| {
         let mut writers = Vec::new();
@@ -103,14 +112,7 @@ fn device_file_sync_outside_the_lock_publishes_what_was_logged_before_it() {
 /// for another's and returned without one of its own still finds its record durable.
 #[test]
 fn device_file_group_commit_makes_each_writers_record_durable_before_sync_returns() {
-    let profile = Profile::test_min();
-    let path = image("group");
-    let mut config = DeviceConfig::test_min();
-    config.durability = Durability::WriteAheadLog(SyncPolicy::None);
-    let device = Device::create(&path, profile.geometry, None, config.clone()).expect("create");
-    let namespace = device
-        .create_namespace(NamespaceSpec::new(Preset::Pink))
-        .expect("namespace");
+    let (path, config, device, namespace) = unsynced_device("group");
     std::thread::scope(|scope| {
         for writer in 0..4u32 {
             let device = &device;

@@ -110,21 +110,23 @@ impl<B> Flushing<B> {
     }
 }
 
-/// Runs `step` (GC) as a job of the GC lane issued at `at`; if it queued a job while as many as
-/// `collecting` allows are still running, waits for the oldest (a write stall, counted there).
-pub(crate) fn gc_in_background<E>(
-    space: &mut Space,
-    at: SimTime,
-    collecting: &mut Flushing<()>,
-    step: impl FnOnce(&mut Space) -> Result<SimTime, E>,
-) -> Result<SimTime, E> {
-    let (result, job) = in_background(space, at, Lane::Gc, step);
-    let mut t = result?;
-    if job.is_some() {
-        t = collecting.wait(space, t);
-        collecting.started((), job);
+impl Flushing<()> {
+    /// After a GC step that ended at `t` and queued `job` (if any): if as many GC jobs as allowed
+    /// are still running, waits for the oldest (a write stall, counted here). Returns when the
+    /// writer may go on.
+    pub(crate) fn collected(
+        &mut self,
+        space: &mut Space,
+        t: SimTime,
+        job: Option<JobId>,
+    ) -> SimTime {
+        if job.is_none() {
+            return t;
+        }
+        let t = self.wait(space, t);
+        self.started((), job);
+        t
     }
-    Ok(t)
 }
 
 /// Runs `step` (a flush, or GC) as a background step issued at `at`: see

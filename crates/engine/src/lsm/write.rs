@@ -172,16 +172,9 @@ impl LsmTree {
 
     /// Runs background GC (if free blocks are short) as a job of the background thread.
     pub(super) fn gc_in_background(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
-        // Taken out while GC runs, which borrows the whole engine.
-        let mut collecting = std::mem::replace(
-            &mut self.collecting,
-            crate::background::Flushing::with_limit(crate::background::GC_JOBS_IN_FLIGHT_MAX),
-        );
-        let result = crate::background::gc_in_background(space, at, &mut collecting, |space| {
-            self.background_gc(space, at)
-        });
-        self.collecting = collecting;
-        result
+        let (result, job) =
+            in_background(space, at, Lane::Gc, |space| self.background_gc(space, at));
+        Ok(self.collecting.collected(space, result?, job))
     }
 
     pub(super) fn l0_pair_bytes(key: &[u8], value: Option<&[u8]>) -> u64 {
