@@ -27,7 +27,7 @@ pub const FLUSHING_BYTES_MAX: u64 = 1 << 20;
 /// the oldest: the one running and one behind it, as for merges. GC's effects on the space happen
 /// at once (the blocks it frees are free for the next write), so without this wait writers could
 /// run ahead of GC's flash work without bound, and the work queued would grow in memory.
-pub(crate) const GC_JOBS_IN_FLIGHT_MAX: usize = 2;
+pub const GC_JOBS_IN_FLIGHT_MAX: usize = 2;
 
 /// The immutable buffers of one engine and its stall counters.
 #[derive(Debug, Clone)]

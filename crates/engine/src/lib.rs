@@ -40,6 +40,7 @@ pub mod hash;
 pub mod lsm;
 mod stats;
 
+pub use background::GC_JOBS_IN_FLIGHT_MAX;
 pub use config::{
     EngineConfig, Features, GcPolicy, Preset, KEY_BYTES_MAX, MERGE_ACCELERATOR_NS_PER_KIB,
     VALUE_BYTES_MAX,

@@ -262,6 +262,11 @@ impl Background {
         lanes.chain(dies).fold(SimTime::MAX, SimTime::min)
     }
 
+    /// Jobs of `lane` recorded and not finished.
+    pub(crate) fn jobs_queued(&self, lane: Lane) -> usize {
+        self.lanes[lane as usize].jobs.len()
+    }
+
     /// Whether jobs wait to be played.
     pub(crate) fn has_work(&self) -> bool {
         self.pending_jobs > 0
@@ -353,6 +358,15 @@ impl Background {
                 self.finished_at.remove(&oldest);
             }
         }
+    }
+}
+
+impl crate::Flash {
+    /// Background jobs of `lane` recorded and not finished (0 without timing).
+    pub fn background_jobs_queued(&self, lane: Lane) -> usize {
+        self.timeline
+            .as_ref()
+            .map_or(0, |timeline| timeline.background.jobs_queued(lane))
     }
 }
 

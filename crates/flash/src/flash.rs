@@ -59,7 +59,7 @@ struct BlockState {
 /// `Flash` is `Send` but takes `&mut self` for every operation; the layers above serialise access.
 pub struct Flash {
     geometry: Geometry,
-    timeline: Option<Timeline>,
+    pub(crate) timeline: Option<Timeline>,
     media: Media,
     blocks: Vec<BlockState>,
     counters: Counters,
