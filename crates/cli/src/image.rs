@@ -20,10 +20,13 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use kvssd_device::{
-    Device, DeviceConfig, DeviceError, Durability, IterOptions, IterStart, NamespaceId,
-    NamespaceSpec, StoreMode, SyncPolicy, VALUE_BYTES_MAX,
+    Device, DeviceConfig, DeviceError, IterOptions, IterStart, NamespaceId, NamespaceSpec,
+    StoreMode, VALUE_BYTES_MAX,
 };
 use kvssd_flash::{Flash, Geometry, Profile, Purpose};
+
+mod write_loop;
+pub use write_loop::WriteLoopArgs;
 
 /// The namespace `kvssd format` creates, and the one commands use without `--ns`.
 pub const DEFAULT_NAMESPACE: u32 = 1;
@@ -191,34 +194,6 @@ pub struct NsDeleteArgs {
     id: u32,
 }
 
-/// `kvssd write-loop` (hidden).
-#[derive(Debug, Args)]
-pub struct WriteLoopArgs {
-    /// Image file created by `kvssd format`.
-    path: PathBuf,
-    #[command(flatten)]
-    cache: CacheArgs,
-    /// Seed of keys and values.
-    #[arg(long)]
-    seed: u64,
-    /// Stores to make.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
-    count: u64,
-    /// Distinct keys the stores are drawn from.
-    #[arg(long, default_value_t = 400, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    keys: u64,
-    /// Namespace id.
-    #[arg(long, default_value_t = DEFAULT_NAMESPACE)]
-    ns: u32,
-    /// Writer threads, each storing its own keys (thread t of T takes the keys equal to t modulo T).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
-    threads: u64,
-    /// Group commit: the log is not synced per command; each writer calls `Device::sync` after its
-    /// store, and writers share the syncs that run at the same time.
-    #[arg(long)]
-    group: bool,
-}
-
 fn parse_profile(name: &str) -> Result<Profile, String> {
     Profile::by_name(name).ok_or_else(|| {
         format!(
@@ -271,7 +246,7 @@ pub fn run(command: ImageCommand) -> ExitCode {
         ImageCommand::Ns(NsCommand::List(args)) => ns_list(args),
         ImageCommand::Stats(args) => stats(args),
         ImageCommand::Check(args) => check(args),
-        ImageCommand::WriteLoop(args) => write_loop(args),
+        ImageCommand::WriteLoop(args) => write_loop::write_loop(args),
     };
     match result {
         Ok(code) => code,
@@ -738,85 +713,4 @@ fn check(args: PathArgs) -> Outcome {
         );
         Ok(ExitCode::FAILURE)
     }
-}
-
-/// The `index`-th store of writer `thread` of `threads` in a write loop: its key and value (a pure
-/// function of seed, thread and index). Each writer's keys are its own: key numbers equal to
-/// `thread` modulo `threads`.
-fn loop_pair(seed: u64, keys: u64, thread: u64, threads: u64, index: u64) -> (Vec<u8>, Vec<u8>) {
-    let mut state = seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ thread.rotate_left(48);
-    let mut next = || {
-        // SplitMix64.
-        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    };
-    let key = format!("key{:06}", (next() % keys) * threads + thread).into_bytes();
-    let len = 1 + (next() % 64) as usize;
-    let mut value = format!("{seed}:{thread}:{index}:").into_bytes();
-    value.extend((0..len).map(|_| next() as u8));
-    (key, value)
-}
-
-fn write_loop(args: WriteLoopArgs) -> Outcome {
-    let mut config = image_config(
-        &Flash::probe(&args.path).map_err(|error| Failure::work(error.to_string()))?,
-        args.cache,
-    )?;
-    if args.group {
-        config.durability = Durability::WriteAheadLog(SyncPolicy::None);
-    }
-    let device = open_with(&args.path, config)?;
-    let stdout = std::sync::Mutex::new(std::io::stdout());
-    // Each line goes out whole: the writers' lines interleave, never their bytes.
-    let say = |line: String| -> Result<(), Failure> {
-        let mut stdout = stdout
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        writeln!(stdout, "{line}")
-            .and_then(|()| stdout.flush())
-            .map_err(|error| Failure::work(format!("standard output: {error}")))
-    };
-    let writer = |thread: u64| -> Result<(), Failure> {
-        for index in 0..args.count {
-            let (key, value) = loop_pair(args.seed, args.keys, thread, args.threads, index);
-            // The intent goes out before the store, so a kill during it leaves the reader knowing
-            // which one write of this writer may or may not have happened.
-            say(format!("pending {thread} {} {}", hex(&key), hex(&value)))?;
-            device
-                .store(0, NamespaceId(args.ns), &key, &value, StoreMode::Upsert)
-                .map_err(|error| device_failure(&args.path, error))?;
-            if args.group {
-                device
-                    .sync(0)
-                    .map_err(|error| device_failure(&args.path, error))?;
-            }
-            say(format!("ack {thread}"))?;
-        }
-        Ok(())
-    };
-    std::thread::scope(|scope| {
-        let writers: Vec<_> = (0..args.threads)
-            .map(|thread| scope.spawn(move || writer(thread)))
-            .collect();
-        writers.into_iter().try_for_each(|handle| {
-            handle
-                .join()
-                .unwrap_or_else(|_| Err(Failure::work("a writer thread panicked")))
-        })
-    })?;
-    let counts = device
-        .durability_counts()
-        .map_err(|error| device_failure(&args.path, error))?;
-    eprintln!(
-        "write-loop: {} stores by {} writer(s), {} log pages written, {} syncs of the medium",
-        args.count * args.threads,
-        args.threads,
-        counts.log_pages_written,
-        counts.media_syncs
-    );
-    close(&args.path, device)?;
-    Ok(ExitCode::SUCCESS)
 }

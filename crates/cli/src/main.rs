@@ -8,6 +8,7 @@ mod bench;
 mod crash_test;
 mod image;
 mod oltp;
+mod progress;
 
 use std::process::ExitCode;
 
