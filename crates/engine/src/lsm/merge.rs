@@ -15,15 +15,69 @@ use kvssd_space::{PageIndex, RecordPointer, Space};
 
 use super::bloom::Bloom;
 use super::level::{self, Level, Segment};
-use super::segment::{self, Entry, SegmentPage};
+use super::segment::{self, Entry, PageBuilder, RawEntry, SegmentPage};
 use super::{LsmTree, Result};
 use crate::{EngineError, MERGE_ACCELERATOR_NS_PER_KIB};
+
+/// Where the lower run's current segment's entries are.
+enum Source {
+    /// None yet, or every segment used up.
+    Empty,
+    /// A pinned segment's entries, shared with the level.
+    Pinned(Arc<Vec<Entry>>),
+    /// A segment page read from flash, its entries still encoded: they are copied into the new
+    /// level's pages as they are, and decoded only where a merge needs the whole entry.
+    Page { bytes: Vec<u8>, index: u64 },
+}
+
+/// The lower run's current entry: one of a pinned segment, or one still encoded in its page.
+#[derive(Clone, Copy)]
+enum Current<'a> {
+    Pinned(&'a Entry),
+    Raw(RawEntry<'a>),
+}
+
+impl Current<'_> {
+    fn key(&self) -> &[u8] {
+        match self {
+            Current::Pinned(entry) => &entry.key,
+            Current::Raw(raw) => raw.key(),
+        }
+    }
+
+    fn is_tombstone(&self) -> bool {
+        match self {
+            Current::Pinned(entry) => entry.is_tombstone(),
+            Current::Raw(raw) => raw.is_tombstone(),
+        }
+    }
+
+    fn encoded_bytes(&self) -> usize {
+        match self {
+            Current::Pinned(entry) => entry.encoded_bytes(),
+            Current::Raw(raw) => raw.encoded_bytes(),
+        }
+    }
+
+    fn to_entry(self) -> Entry {
+        match self {
+            Current::Pinned(entry) => entry.clone(),
+            Current::Raw(raw) => raw.to_entry(),
+        }
+    }
+}
 
 /// The entries of a level, in order, read one segment at a time, every read issued at `at`.
 struct LowerRun {
     segments: Arc<Vec<Segment>>,
     next: usize,
-    buffer: std::iter::Peekable<std::vec::IntoIter<Entry>>,
+    source: Source,
+    /// The current entry's slot in `source`.
+    slot: usize,
+    /// Entries in `source`.
+    count: usize,
+    /// On a page: the current entry's bytes in it, bounds checked by [`LowerRun::fill`].
+    span: std::ops::Range<usize>,
     at: SimTime,
     /// When the last read issued so far completes.
     done: SimTime,
@@ -34,41 +88,67 @@ impl LowerRun {
         LowerRun {
             segments: Arc::clone(&level.segments),
             next: 0,
-            buffer: Vec::new().into_iter().peekable(),
+            source: Source::Empty,
+            slot: 0,
+            count: 0,
+            span: 0..0,
             at,
             done: at,
         }
     }
 
-    /// The next entry, reading the next segment when the current one is used up. A page read is
-    /// read for the last time: compact media may free its bytes at once.
-    fn peek(&mut self, space: &mut Space) -> Result<Option<&Entry>> {
-        while self.buffer.peek().is_none() && self.next < self.segments.len() {
-            let segment = &self.segments[self.next];
+    /// Makes the next entry current, reading the next segment when the current one is used up;
+    /// returns whether there is one. A page read is read for the last time: compact media may
+    /// free its bytes at once.
+    fn fill(&mut self, space: &mut Space) -> Result<bool> {
+        while self.slot >= self.count {
+            let Some(segment) = self.segments.get(self.next) else {
+                self.source = Source::Empty;
+                return Ok(false);
+            };
             self.next += 1;
-            let entries = match (&segment.entries, segment.page) {
-                (Some(entries), _) => entries.as_ref().clone(),
+            self.slot = 0;
+            match (&segment.entries, segment.page) {
+                (Some(entries), _) => {
+                    self.count = entries.len();
+                    self.source = Source::Pinned(Arc::clone(entries));
+                }
                 (None, Some(page)) => {
                     let (bytes, done) = space.read_page(self.at, page, Purpose::Compaction)?;
                     self.done = self.done.max(done);
-                    let entries = SegmentPage::parse(&bytes, page.0)?.entries()?;
+                    self.count = SegmentPage::parse(&bytes, page.0)?.count();
+                    self.source = Source::Page {
+                        bytes,
+                        index: page.0,
+                    };
                     space.discard_consumed_meta(page);
-                    entries
                 }
                 (None, None) => {
                     return Err(EngineError::Config(
                         "an unpinned segment has no flash address".into(),
                     ))
                 }
-            };
-            self.buffer = entries.into_iter().peekable();
+            }
         }
-        Ok(self.buffer.peek())
+        if let Source::Page { bytes, index } = &self.source {
+            self.span = SegmentPage::parse(bytes, *index)?.raw_span(self.slot)?;
+        }
+        Ok(true)
     }
 
-    fn next(&mut self, space: &mut Space) -> Result<Option<Entry>> {
-        self.peek(space)?;
-        Ok(self.buffer.next())
+    /// The current entry. REQUIRES: the last [`LowerRun::fill`] returned true and nothing
+    /// advanced since.
+    fn current(&self) -> Current<'_> {
+        match &self.source {
+            Source::Pinned(entries) => Current::Pinned(&entries[self.slot]),
+            Source::Page { bytes, .. } => Current::Raw(RawEntry::new(&bytes[self.span.clone()])),
+            Source::Empty => unreachable!("no current entry past the end of the lower level"),
+        }
+    }
+
+    /// Moves past the current entry.
+    fn advance(&mut self) {
+        self.slot += 1;
     }
 }
 
@@ -79,43 +159,87 @@ struct Packed {
     image: Option<Vec<u8>>,
 }
 
-/// Packs merged entries into the new level's segments as they come.
+/// Packs merged entries into the new level's segments as they come: a pinned level's as
+/// entries, any other's straight into page images.
 struct Packer {
     page_bytes: usize,
     pinned: bool,
     packing: segment::Packing,
+    /// The segment being filled: its first key, and its entries (pinned) or page (else).
+    start_key: segment::Key,
+    entries: Vec<Entry>,
+    page: PageBuilder,
     done: Vec<Packed>,
     count: u64,
     key_bytes: u64,
 }
 
 impl Packer {
-    fn push(&mut self, entry: Entry) {
+    fn new(page_bytes: usize, pinned: bool) -> Packer {
+        Packer {
+            page_bytes,
+            pinned,
+            packing: segment::Packing::new(page_bytes),
+            start_key: segment::Key::new(),
+            entries: Vec::new(),
+            page: PageBuilder::default(),
+            done: Vec::new(),
+            count: 0,
+            key_bytes: 0,
+        }
+    }
+
+    /// Seals the segment being filled if `entry` does not fit after it, and notes its key.
+    fn make_room(&mut self, key: &[u8], encoded_bytes: usize) {
         self.count += 1;
-        self.key_bytes += entry.key.len() as u64;
-        if let Some(entries) = self.packing.push(entry) {
-            self.seal(entries);
+        self.key_bytes += key.len() as u64;
+        if self.packing.closes(encoded_bytes) {
+            self.seal();
+        }
+        if self.entries.is_empty() && self.page.is_empty() {
+            self.start_key = segment::Key::from_slice(key);
         }
     }
 
+    fn push(&mut self, entry: Entry) {
+        self.make_room(&entry.key, entry.encoded_bytes());
+        if self.pinned {
+            self.entries.push(entry);
+        } else {
+            self.page.push(&entry);
+        }
+    }
+
+    fn push_current(&mut self, current: Current<'_>) {
+        match current {
+            Current::Raw(raw) if !self.pinned => {
+                self.make_room(raw.key(), raw.encoded_bytes());
+                self.page.push_raw(raw);
+            }
+            current => self.push(current.to_entry()),
+        }
+    }
+
+    /// Seals the last segment, if any entry is left.
     fn finish(&mut self) {
-        if let Some(entries) = self.packing.finish() {
-            self.seal(entries);
-        }
+        self.seal();
     }
 
-    fn seal(&mut self, entries: Vec<Entry>) {
-        let start_key = entries[0].key.clone();
+    fn seal(&mut self) {
+        if self.entries.is_empty() && self.page.is_empty() {
+            return;
+        }
+        let start_key = std::mem::take(&mut self.start_key);
         self.done.push(if self.pinned {
             Packed {
                 start_key,
-                entries: Some(entries),
+                entries: Some(std::mem::take(&mut self.entries)),
                 image: None,
             }
         } else {
             Packed {
                 start_key,
-                image: Some(segment::encode(&entries, self.page_bytes)),
+                image: Some(self.page.take_image(self.page_bytes)),
                 entries: None,
             }
         });
@@ -147,51 +271,56 @@ impl LsmTree {
         let cpu_before = self.cpu_pending;
         let accelerated = self.features.merge_accelerator;
         let mut streamed_bytes = 0u64;
-        let mut packer = Packer {
-            page_bytes: self.page_bytes,
-            pinned: self.levels[target].pinned,
-            packing: segment::Packing::new(self.page_bytes),
-            done: Vec::new(),
-            count: 0,
-            key_bytes: 0,
-        };
+        let mut packer = Packer::new(self.page_bytes, self.levels[target].pinned);
         let mut superseded: Vec<Entry> = Vec::new();
         let mut upper = upper.into_iter().peekable();
         loop {
-            let take_upper = match (upper.peek(), lower.peek(space)?) {
-                (None, None) => break,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some(u), Some(l)) => match self.cpu_pending.compare(&u.key, &l.key) {
-                    std::cmp::Ordering::Less => true,
-                    std::cmp::Ordering::Greater => false,
-                    std::cmp::Ordering::Equal => {
-                        // The newer entry wins; the older one's record is garbage now.
-                        if let Some(old) = lower.next(space)? {
+            let lower_left = lower.fill(space)?;
+            let take_upper = match (upper.peek(), lower_left) {
+                (None, false) => break,
+                (Some(_), false) => true,
+                (None, true) => false,
+                (Some(u), true) => {
+                    let l = lower.current();
+                    match self.cpu_pending.compare(&u.key, l.key()) {
+                        std::cmp::Ordering::Less => true,
+                        std::cmp::Ordering::Greater => false,
+                        std::cmp::Ordering::Equal => {
+                            // The newer entry wins; the older one's record is garbage now.
                             if accelerated {
-                                streamed_bytes += old.encoded_bytes() as u64;
+                                streamed_bytes += l.encoded_bytes() as u64;
                             }
-                            superseded.push(old);
+                            superseded.push(l.to_entry());
+                            lower.advance();
+                            true
                         }
-                        true
                     }
-                },
+                }
             };
-            let next = if take_upper {
-                upper.next()
+            let (encoded_bytes, dropped) = if take_upper {
+                match upper.peek() {
+                    Some(entry) => (entry.encoded_bytes(), last && entry.is_tombstone()),
+                    None => break,
+                }
             } else {
-                lower.next(space)?
+                let entry = lower.current();
+                (entry.encoded_bytes(), last && entry.is_tombstone())
             };
-            let Some(entry) = next else { break };
             if accelerated {
-                streamed_bytes += entry.encoded_bytes() as u64;
+                streamed_bytes += encoded_bytes as u64;
             }
             self.cpu_pending.entries_merged += 1;
-            self.cpu_pending.bytes_copied += entry.encoded_bytes() as u64;
-            if last && entry.is_tombstone() {
-                continue;
+            self.cpu_pending.bytes_copied += encoded_bytes as u64;
+            if take_upper {
+                if let Some(entry) = upper.next().filter(|_| !dropped) {
+                    packer.push(entry);
+                }
+            } else {
+                if !dropped {
+                    packer.push_current(lower.current());
+                }
+                lower.advance();
             }
-            packer.push(entry);
         }
         packer.finish();
         t = t.max(lower.done);

@@ -48,7 +48,7 @@ impl Entry {
 pub(crate) struct Packing {
     page_bytes: usize,
     used: usize,
-    current: Vec<Entry>,
+    entries: usize,
 }
 
 impl Packing {
@@ -56,49 +56,141 @@ impl Packing {
         Packing {
             page_bytes,
             used: HEADER_BYTES,
-            current: Vec::new(),
+            entries: 0,
         }
     }
 
-    /// Adds the next entry; returns the segment it closed, if it did not fit after it.
-    pub(crate) fn push(&mut self, entry: Entry) -> Option<Vec<Entry>> {
-        let closed = (self.used + entry.encoded_bytes() > self.page_bytes
-            && !self.current.is_empty())
-        .then(|| self.finish())
-        .flatten();
-        self.used += entry.encoded_bytes();
-        self.current.push(entry);
-        closed
+    /// Makes room for the next entry, of `encoded_bytes` (its offset slot included); returns
+    /// whether it starts a new segment, the current one being full (then the caller seals that
+    /// one before adding the entry).
+    pub(crate) fn closes(&mut self, encoded_bytes: usize) -> bool {
+        let closes = self.used + encoded_bytes > self.page_bytes && self.entries > 0;
+        if closes {
+            self.used = HEADER_BYTES;
+            self.entries = 0;
+        }
+        self.used += encoded_bytes;
+        self.entries += 1;
+        closes
+    }
+}
+
+/// One segment's page image, built an entry at a time: the entries' bytes as they will lie in the
+/// page, and where each starts among them. A page read from flash hands its entries over
+/// as they are encoded ([`RawEntry`]), so a merge copies bytes rather than decoding and encoding
+/// every entry again.
+#[derive(Default)]
+pub(crate) struct PageBuilder {
+    body: Vec<u8>,
+    starts: Vec<u16>,
+}
+
+impl PageBuilder {
+    pub(crate) fn is_empty(&self) -> bool {
+        self.starts.is_empty()
     }
 
-    /// The last segment, if any entry is left.
-    pub(crate) fn finish(&mut self) -> Option<Vec<Entry>> {
-        self.used = HEADER_BYTES;
-        let segment = std::mem::take(&mut self.current);
-        (!segment.is_empty()).then_some(segment)
+    /// Appends an entry.
+    pub(crate) fn push(&mut self, entry: &Entry) {
+        self.open_slot();
+        self.body.push(entry.key.len() as u8);
+        self.body.extend_from_slice(&entry.key);
+        self.body.extend_from_slice(&entry.pointer.to_le_bytes());
+        self.body.extend_from_slice(&entry.value_len.to_le_bytes());
+    }
+
+    /// Appends an entry as another page encoded it.
+    pub(crate) fn push_raw(&mut self, entry: RawEntry<'_>) {
+        self.open_slot();
+        self.body.extend_from_slice(entry.bytes);
+    }
+
+    fn open_slot(&mut self) {
+        self.starts.push(self.body.len() as u16);
+    }
+
+    /// The page image of the entries appended so far, which are then cleared.
+    pub(crate) fn take_image(&mut self, page_bytes: usize) -> Vec<u8> {
+        let count = self.starts.len();
+        let mut page = vec![0u8; page_bytes];
+        page[..4].copy_from_slice(&MAGIC);
+        page[4..6].copy_from_slice(&(count as u16).to_le_bytes());
+        let body_at = HEADER_BYTES + 2 * count;
+        for (slot, &start) in self.starts.iter().enumerate() {
+            let offset_at = HEADER_BYTES + 2 * slot;
+            let offset = (body_at + usize::from(start)) as u16;
+            page[offset_at..offset_at + 2].copy_from_slice(&offset.to_le_bytes());
+        }
+        debug_assert!(
+            body_at + self.body.len() <= page_bytes,
+            "segment overflows its page"
+        );
+        page[body_at..body_at + self.body.len()].copy_from_slice(&self.body);
+        self.body.clear();
+        self.starts.clear();
+        page
     }
 }
 
 /// Encodes one segment into a page image.
 pub(crate) fn encode(entries: &[Entry], page_bytes: usize) -> Vec<u8> {
-    let mut page = vec![0u8; page_bytes];
-    page[..4].copy_from_slice(&MAGIC);
-    page[4..6].copy_from_slice(&(entries.len() as u16).to_le_bytes());
-    let mut at = HEADER_BYTES + 2 * entries.len();
-    for (slot, entry) in entries.iter().enumerate() {
-        let offset_at = HEADER_BYTES + 2 * slot;
-        page[offset_at..offset_at + 2].copy_from_slice(&(at as u16).to_le_bytes());
-        page[at] = entry.key.len() as u8;
-        at += 1;
-        page[at..at + entry.key.len()].copy_from_slice(&entry.key);
-        at += entry.key.len();
-        page[at..at + 8].copy_from_slice(&entry.pointer.to_le_bytes());
-        at += 8;
-        page[at..at + 4].copy_from_slice(&entry.value_len.to_le_bytes());
-        at += 4;
+    let mut builder = PageBuilder::default();
+    for entry in entries {
+        builder.push(entry);
     }
-    debug_assert!(at <= page_bytes, "segment overflows its page");
-    page
+    builder.take_image(page_bytes)
+}
+
+/// One entry as a segment page encodes it, `| key_len | key | pointer | value_len |`, its bounds
+/// checked when it was taken from the page.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawEntry<'a> {
+    bytes: &'a [u8],
+}
+
+impl<'a> RawEntry<'a> {
+    /// REQUIRES: `bytes` is one whole entry, as [`SegmentPage::raw_span`] bounds it.
+    pub(crate) fn new(bytes: &'a [u8]) -> RawEntry<'a> {
+        debug_assert!(bytes.len() > 13 && usize::from(bytes[0]) + 13 == bytes.len());
+        RawEntry { bytes }
+    }
+
+    pub(crate) fn key(&self) -> &'a [u8] {
+        &self.bytes[1..self.bytes.len() - 12]
+    }
+
+    pub(crate) fn pointer(&self) -> u64 {
+        let at = self.bytes.len() - 12;
+        let mut pointer = [0u8; 8];
+        pointer.copy_from_slice(&self.bytes[at..at + 8]);
+        u64::from_le_bytes(pointer)
+    }
+
+    fn value_len(&self) -> u32 {
+        let at = self.bytes.len() - 4;
+        let mut value_len = [0u8; 4];
+        value_len.copy_from_slice(&self.bytes[at..]);
+        u32::from_le_bytes(value_len)
+    }
+
+    pub(crate) fn is_tombstone(&self) -> bool {
+        self.pointer() == TOMBSTONE
+    }
+
+    /// Bytes the entry takes in a meta segment, its offset slot included.
+    pub(crate) fn encoded_bytes(&self) -> usize {
+        self.bytes.len() + 2
+    }
+
+    /// The entry, decoded.
+    pub(crate) fn to_entry(self) -> Entry {
+        Entry {
+            key: Key::from_slice(self.key()),
+            pointer: self.pointer(),
+            value_len: self.value_len(),
+            from_gc: false,
+        }
+    }
 }
 
 /// A decoded view of a segment page, with bounds checks on every access.
@@ -124,6 +216,11 @@ impl<'a> SegmentPage<'a> {
         Ok(SegmentPage { page, count, index })
     }
 
+    /// Entries in the page.
+    pub(crate) fn count(&self) -> usize {
+        self.count
+    }
+
     fn key_at(&self, slot: usize) -> Result<(&'a [u8], usize), EngineError> {
         let offset_at = HEADER_BYTES + 2 * slot;
         let at = usize::from(u16::from_le_bytes([
@@ -134,34 +231,35 @@ impl<'a> SegmentPage<'a> {
             *self
                 .page
                 .get(at)
-                .ok_or(malformed(self.index, "entry offset past the page"))?,
+                .ok_or_else(|| malformed(self.index, "entry offset past the page"))?,
         );
         let key = self
             .page
             .get(at + 1..at + 1 + key_len)
-            .ok_or(malformed(self.index, "key runs past the page"))?;
+            .ok_or_else(|| malformed(self.index, "key runs past the page"))?;
         if key.is_empty() {
             return Err(malformed(self.index, "empty key"));
         }
         Ok((key, at + 1 + key_len))
     }
 
+    /// Where entry `slot` lies in the page, its bounds checked: see [`RawEntry`].
+    pub(crate) fn raw_span(&self, slot: usize) -> Result<std::ops::Range<usize>, EngineError> {
+        let (key, key_end) = self.key_at(slot)?;
+        let span = key_end - key.len() - 1..key_end + 12;
+        if span.end > self.page.len() {
+            return Err(malformed(self.index, "pointer runs past the page"));
+        }
+        Ok(span)
+    }
+
+    /// Entry `slot` as the page encodes it, its bounds checked.
+    pub(crate) fn raw(&self, slot: usize) -> Result<RawEntry<'a>, EngineError> {
+        Ok(RawEntry::new(&self.page[self.raw_span(slot)?]))
+    }
+
     pub(crate) fn entry(&self, slot: usize) -> Result<Entry, EngineError> {
-        let (key, at) = self.key_at(slot)?;
-        let tail = self
-            .page
-            .get(at..at + 12)
-            .ok_or(malformed(self.index, "pointer runs past the page"))?;
-        let mut pointer = [0u8; 8];
-        pointer.copy_from_slice(&tail[..8]);
-        let mut value_len = [0u8; 4];
-        value_len.copy_from_slice(&tail[8..]);
-        Ok(Entry {
-            key: Key::from_slice(key),
-            pointer: u64::from_le_bytes(pointer),
-            value_len: u32::from_le_bytes(value_len),
-            from_gc: false,
-        })
+        self.raw(slot).map(RawEntry::to_entry)
     }
 
     /// Every entry, in order.
@@ -228,11 +326,16 @@ mod tests {
     fn segment_round_trip_and_search() {
         let entries: Vec<Entry> = (0..40).map(|i| entry(&format!("k{i:03}"), i)).collect();
         let mut packing = Packing::new(512);
-        let mut segments: Vec<Vec<Entry>> = entries
-            .iter()
-            .filter_map(|entry| packing.push(entry.clone()))
-            .collect();
-        segments.extend(packing.finish());
+        let mut segments: Vec<Vec<Entry>> = Vec::new();
+        for entry in &entries {
+            if packing.closes(entry.encoded_bytes()) || segments.is_empty() {
+                segments.push(Vec::new());
+            }
+            segments
+                .last_mut()
+                .expect("a segment is open")
+                .push(entry.clone());
+        }
         assert!(segments.len() > 1);
         let mut all = Vec::new();
         for segment in &segments {
@@ -248,6 +351,32 @@ mod tests {
             all.extend(view.entries().expect("entries"));
         }
         assert_eq!(all, entries);
+    }
+
+    #[test]
+    fn segment_page_of_copied_raw_entries_is_the_encoded_page() {
+        let entries: Vec<Entry> = (0..30).map(|i| entry(&format!("key{i:02}"), i)).collect();
+        let source = encode(&entries, 1024);
+        let view = SegmentPage::parse(&source, 0).expect("parse");
+        // Every other entry copied as encoded, the rest pushed decoded: one page either way.
+        let mut builder = PageBuilder::default();
+        for (slot, wanted) in entries.iter().enumerate() {
+            let raw = view.raw(slot).expect("raw entry");
+            assert_eq!(raw.key(), wanted.key.as_slice());
+            assert_eq!(raw.encoded_bytes(), wanted.encoded_bytes());
+            assert_eq!(raw.to_entry(), *wanted);
+            if slot % 2 == 0 {
+                builder.push_raw(raw);
+            } else {
+                builder.push(wanted);
+            }
+        }
+        assert_eq!(builder.take_image(1024), source);
+        assert!(builder.is_empty(), "taking the image clears the builder");
+        let tombstone = entry("gone", TOMBSTONE);
+        let page = encode(std::slice::from_ref(&tombstone), 64);
+        let view = SegmentPage::parse(&page, 0).expect("parse");
+        assert!(view.raw(0).expect("raw entry").is_tombstone());
     }
 
     #[test]
