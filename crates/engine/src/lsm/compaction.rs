@@ -50,7 +50,9 @@ impl LsmTree {
         if self.l0.is_empty() {
             return Ok(t);
         }
-        let pairs = Arc::unwrap_or_clone(std::mem::take(&mut self.l0));
+        // Taken as shared: the immutable buffer of a background flush holds it too, and
+        // writing its values only reads it.
+        let pairs = std::mem::take(&mut self.l0);
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
         let l0_key_bytes = std::mem::replace(&mut self.l0_key_bytes, 0);
         let result = self.write_values(space, t, &pairs);
@@ -58,7 +60,6 @@ impl LsmTree {
             Ok(done) => done,
             Err(error) => {
                 // Keep the pairs: the step failed before anything referenced the new records.
-                let pairs = Arc::new(pairs);
                 self.l0 = pairs;
                 self.l0_bytes = l0_bytes;
                 self.l0_key_bytes = l0_key_bytes;
@@ -207,7 +208,7 @@ impl LsmTree {
         debug_assert!(self.levels.first().is_some_and(|level| level.pinned));
         self.snapshot_cache = None;
         self.flushing.clear();
-        let pairs = Arc::unwrap_or_clone(std::mem::take(&mut self.l0));
+        let pairs = std::mem::take(&mut self.l0);
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
         let l0_key_bytes = std::mem::replace(&mut self.l0_key_bytes, 0);
         match self.write_values(space, at, &pairs) {
@@ -218,7 +219,7 @@ impl LsmTree {
                 Ok(t)
             }
             Err(error) => {
-                self.l0 = Arc::new(pairs);
+                self.l0 = pairs;
                 self.l0_bytes = l0_bytes;
                 self.l0_key_bytes = l0_key_bytes;
                 Err(error)
