@@ -24,13 +24,26 @@ pub(crate) const TOMBSTONE: u64 = u64::MAX;
 pub(crate) type Key = smallvec::SmallVec<[u8; 32]>;
 
 /// One index entry: a key and where its newest value is (or a tombstone).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub(crate) key: Key,
     pub(crate) pointer: u64,
     pub(crate) value_len: u32,
     /// Set on entries that GC put back into L0 (their flush is GC work, not user work).
     pub(crate) from_gc: bool,
+}
+
+/// Copies the key in one piece: `SmallVec`'s own clone collects it a byte at a time, and merges
+/// and scans clone entries by the million.
+impl Clone for Entry {
+    fn clone(&self) -> Self {
+        Entry {
+            key: Key::from_slice(&self.key),
+            pointer: self.pointer,
+            value_len: self.value_len,
+            from_gc: self.from_gc,
+        }
+    }
 }
 
 impl Entry {
