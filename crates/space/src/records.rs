@@ -44,12 +44,26 @@ impl Space {
         page: PageIndex,
         purpose: Purpose,
     ) -> Result<(Vec<u8>, SimTime)> {
-        let mut data = vec![0u8; self.geometry.page_bytes as usize];
+        let mut data = Vec::new();
+        let done = self.read_page_into(at, page, purpose, &mut data)?;
+        Ok((data, done))
+    }
+
+    /// [`Space::read_page`] into `data`, resized to a page: a reader of many pages in turn (a
+    /// merge) reuses one buffer.
+    pub fn read_page_into(
+        &mut self,
+        at: SimTime,
+        page: PageIndex,
+        purpose: Purpose,
+        data: &mut Vec<u8>,
+    ) -> Result<SimTime> {
+        data.resize(self.geometry.page_bytes as usize, 0);
         let address = self.page_address(page)?;
         let read = self
             .flash
-            .read_retrying(at, address, purpose, &mut data, &mut [])?;
-        Ok((data, read.done_at))
+            .read_retrying(at, address, purpose, data, &mut [])?;
+        Ok(read.done_at)
     }
 
     pub(crate) fn page_address(&self, page: PageIndex) -> Result<PageAddress> {

@@ -136,15 +136,19 @@ impl LsmTree {
         purpose: Purpose,
     ) -> Result<(Vec<Entry>, SimTime)> {
         let mut done = at;
-        let mut all = Vec::new();
         let Some(level) = self.levels.get(index) else {
-            return Ok((all, at));
+            return Ok((Vec::new(), at));
         };
+        let mut all = Vec::with_capacity(level.entries as usize);
         for segment in 0..level.segments.len() {
             let (entries, finished) =
                 Self::segment_entries_of(space, &self.levels[index], at, segment, purpose)?;
             done = done.max(finished);
-            all.extend(Arc::unwrap_or_clone(entries));
+            // A pinned segment's entries stay shared with the level: copy them straight in.
+            match Arc::try_unwrap(entries) {
+                Ok(entries) => all.extend(entries),
+                Err(shared) => all.extend(shared.iter().cloned()),
+            }
         }
         Ok((all, done))
     }

@@ -114,7 +114,13 @@ impl LowerRun {
                     self.source = Source::Pinned(Arc::clone(entries));
                 }
                 (None, Some(page)) => {
-                    let (bytes, done) = space.read_page(self.at, page, Purpose::Compaction)?;
+                    // The last page's buffer takes the next one.
+                    let mut bytes = match std::mem::replace(&mut self.source, Source::Empty) {
+                        Source::Page { bytes, .. } => bytes,
+                        _ => Vec::new(),
+                    };
+                    let done =
+                        space.read_page_into(self.at, page, Purpose::Compaction, &mut bytes)?;
                     self.done = self.done.max(done);
                     self.count = SegmentPage::parse(&bytes, page.0)?.count();
                     self.source = Source::Page {
