@@ -167,6 +167,9 @@ pub struct Busy {
 /// calendar, so it is done at most once per this much simulated time, not at every operation.
 const FORGET_STEP_NS: u64 = 100_000;
 
+/// Bookings a calendar's copy has room for beyond those it copies.
+const COPY_ROOM: usize = 64;
+
 /// Bookings a search looks at from the end of a calendar before it searches the whole of it.
 const BACKWARD_LOOKS: usize = 8;
 
@@ -247,13 +250,11 @@ impl Calendar {
     /// A copy holding only the bookings that end after `from`: all that a booking at or after
     /// `from` can meet.
     fn copy_after(&self, from: SimTime) -> Calendar {
-        Calendar {
-            booked: self
-                .booked
-                .range(self.first_ending_after(from)..)
-                .copied()
-                .collect(),
-        }
+        let kept = self.booked.range(self.first_ending_after(from)..);
+        // Room for the bookings a projection adds, so the copy does not grow by reallocating.
+        let mut booked = std::collections::VecDeque::with_capacity(kept.len() + COPY_ROOM);
+        booked.extend(kept.copied());
+        Calendar { booked }
     }
 
     /// Forgets bookings that ended by `horizon`.

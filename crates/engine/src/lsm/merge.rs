@@ -237,9 +237,14 @@ impl Packer {
         }
         let start_key = std::mem::take(&mut self.start_key);
         self.done.push(if self.pinned {
+            // The next segment takes about as many entries: room for them saves its growing.
+            let capacity = self.entries.len();
             Packed {
                 start_key,
-                entries: Some(std::mem::take(&mut self.entries)),
+                entries: Some(std::mem::replace(
+                    &mut self.entries,
+                    Vec::with_capacity(capacity),
+                )),
                 image: None,
             }
         } else {
