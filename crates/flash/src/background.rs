@@ -148,6 +148,9 @@ struct Recording {
     lane: Lane,
     work: Vec<Work>,
     depth: u32,
+    /// Programs and erases held back while the step defers its writes
+    /// ([`Background::defer_writes`]), to be recorded after what it records meanwhile.
+    deferred: Option<Vec<Work>>,
 }
 
 /// One lane: its queue of jobs and the playback of its current phase.
@@ -279,12 +282,42 @@ impl Background {
                 if work.die().is_some() {
                     self.operations_recorded += 1;
                 }
-                if !matches!(work, Work::Cpu { ns: 0 } | Work::Accelerator { ns: 0 }) {
-                    recording.work.push(work);
+                match &mut recording.deferred {
+                    Some(deferred) if work.class() == Class::Writes => deferred.push(work),
+                    _ => {
+                        if !matches!(work, Work::Cpu { ns: 0 } | Work::Accelerator { ns: 0 }) {
+                            recording.work.push(work);
+                        }
+                    }
                 }
                 true
             }
             None => false,
+        }
+    }
+
+    /// While a job is being recorded, holds its programs and erases back until
+    /// [`Background::record_deferred`], so a step may write pages before the work that must
+    /// precede their writes is recorded (a merge writes each new page as it fills, before its
+    /// sort's computation is charged). Returns false, and defers nothing, when no job is being
+    /// recorded: then every operation is booked as it is issued.
+    pub(crate) fn defer_writes(&mut self) -> bool {
+        match &mut self.recording {
+            Some(recording) => {
+                recording.deferred.get_or_insert_with(Vec::new);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records the writes held back since [`Background::defer_writes`], in the order they were
+    /// issued, after everything recorded meanwhile.
+    pub(crate) fn record_deferred(&mut self) {
+        if let Some(recording) = &mut self.recording {
+            if let Some(deferred) = recording.deferred.take() {
+                recording.work.extend(deferred);
+            }
         }
     }
 
@@ -297,6 +330,7 @@ impl Background {
                     lane,
                     work: Vec::new(),
                     depth: 1,
+                    deferred: None,
                 })
             }
         }
@@ -308,7 +342,11 @@ impl Background {
         if recording.depth > 0 {
             return None;
         }
-        let recording = self.recording.take()?;
+        let mut recording = self.recording.take()?;
+        // Writes still held back belong to the job all the same, last.
+        if let Some(deferred) = recording.deferred.take() {
+            recording.work.extend(deferred);
+        }
         if recording.work.is_empty() {
             return None;
         }
@@ -571,5 +609,55 @@ impl Timeline {
             self.pump(self.pump_limit(now));
         }
         self.background.done_at(id).filter(|&done| done <= now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn recorded(background: &Background, lane: Lane) -> Vec<Work> {
+        background.lanes[lane as usize]
+            .jobs
+            .iter()
+            .flat_map(|job| job.work.recorded.iter().copied())
+            .collect()
+    }
+
+    #[test]
+    fn deferred_writes_are_recorded_after_what_the_step_records_meanwhile() {
+        let mut background = Background::new(4);
+        assert!(
+            !background.defer_writes(),
+            "nothing to defer outside a step"
+        );
+        background.begin(0, Lane::Compaction);
+        assert!(background.record(Work::Read { die: 0, bytes: 8 }));
+        assert!(background.defer_writes());
+        background.record(Work::Program { die: 1, bytes: 8 });
+        background.record(Work::Read { die: 2, bytes: 8 });
+        background.record(Work::Erase { die: 3 });
+        background.record(Work::Cpu { ns: 5 });
+        background.record_deferred();
+        background.record(Work::Program { die: 0, bytes: 8 });
+        // Held back again and never released: the job still ends with them.
+        background.defer_writes();
+        background.record(Work::Program { die: 2, bytes: 8 });
+        background.record(Work::Cpu { ns: 7 });
+        assert!(background.end().is_some());
+        assert_eq!(
+            recorded(&background, Lane::Compaction),
+            [
+                Work::Read { die: 0, bytes: 8 },
+                Work::Read { die: 2, bytes: 8 },
+                Work::Cpu { ns: 5 },
+                Work::Program { die: 1, bytes: 8 },
+                Work::Erase { die: 3 },
+                Work::Program { die: 0, bytes: 8 },
+                Work::Cpu { ns: 7 },
+                Work::Program { die: 2, bytes: 8 },
+            ]
+        );
+        assert_eq!(background.operations_recorded(), 6);
     }
 }

@@ -371,6 +371,24 @@ impl Flash {
         }
     }
 
+    /// Inside a background step under [`crate::ControllerModel::Threads`]: holds the step's
+    /// programs and erases back until [`Flash::record_deferred_writes`], which records them after
+    /// whatever the step records meanwhile, so the job's work is in the order its timing needs
+    /// while the pages reach the medium earlier. Returns whether it defers: not outside a
+    /// background step, where every operation is booked as it is issued.
+    pub fn defer_writes(&mut self) -> bool {
+        self.timeline
+            .as_mut()
+            .is_some_and(|timeline| timeline.background.defer_writes())
+    }
+
+    /// Records the writes held back since [`Flash::defer_writes`].
+    pub fn record_deferred_writes(&mut self) {
+        if let Some(timeline) = &mut self.timeline {
+            timeline.background.record_deferred();
+        }
+    }
+
     /// Flash operations (reads, programs, erases) issued inside background steps so far: under
     /// [`crate::ControllerModel::Threads`], those whose timing the background thread plays.
     pub fn background_operations(&self) -> u64 {

@@ -343,6 +343,17 @@ impl Space {
         self.flash.begin_background(at, lane);
     }
 
+    /// Inside a background step, holds its programs and erases back until
+    /// [`Space::record_deferred_writes`]; returns whether it does (see [`Flash::defer_writes`]).
+    pub fn defer_writes(&mut self) -> bool {
+        self.flash.defer_writes()
+    }
+
+    /// Records the writes held back since [`Space::defer_writes`], after everything since.
+    pub fn record_deferred_writes(&mut self) {
+        self.flash.record_deferred_writes();
+    }
+
     /// Ends a background step; returns its job if it queued one (see [`Flash::end_background`]).
     pub fn end_background(&mut self) -> Option<JobId> {
         self.flash.end_background()
