@@ -158,11 +158,24 @@ impl LowerRun {
     }
 }
 
-/// One segment of the new level, until it is installed: its entries (pinned) or its page image.
+/// One segment of the new level, until it is installed: its entries (pinned), its page image, or
+/// the page it was already written to.
 struct Packed {
     start_key: segment::Key,
     entries: Option<Vec<Entry>>,
     image: Option<Vec<u8>>,
+    page: Option<PageIndex>,
+}
+
+/// Where an unpinned level's sealed segments go.
+enum Sealing {
+    /// Kept as page images, for [`LsmTree::install`] to write in order.
+    Images,
+    /// Written at once, in order, while the background job holds the writes back
+    /// ([`Space::defer_writes`]) until the merge's reads and computation are recorded: the job's
+    /// work is what writing at install would record, but the new level's pages never all sit in
+    /// host memory at once (at PinK's scale, 2 GiB for a merge into the last level).
+    Written { at: SimTime, namespace: u32 },
 }
 
 /// Packs merged entries into the new level's segments as they come: a pinned level's as
@@ -170,6 +183,7 @@ struct Packed {
 struct Packer {
     page_bytes: usize,
     pinned: bool,
+    sealing: Sealing,
     packing: segment::Packing,
     /// The segment being filled: its first key, and its entries (pinned) or page (else).
     start_key: segment::Key,
@@ -181,10 +195,11 @@ struct Packer {
 }
 
 impl Packer {
-    fn new(page_bytes: usize, pinned: bool) -> Packer {
+    fn new(page_bytes: usize, pinned: bool, sealing: Sealing) -> Packer {
         Packer {
             page_bytes,
             pinned,
+            sealing,
             packing: segment::Packing::new(page_bytes),
             start_key: segment::Key::new(),
             entries: Vec::new(),
@@ -196,47 +211,50 @@ impl Packer {
     }
 
     /// Seals the segment being filled if `entry` does not fit after it, and notes its key.
-    fn make_room(&mut self, key: &[u8], encoded_bytes: usize) {
+    fn make_room(&mut self, space: &mut Space, key: &[u8], encoded_bytes: usize) -> Result<()> {
         self.count += 1;
         self.key_bytes += key.len() as u64;
         if self.packing.closes(encoded_bytes) {
-            self.seal();
+            self.seal(space)?;
         }
         if self.entries.is_empty() && self.page.is_empty() {
             self.start_key = segment::Key::from_slice(key);
         }
+        Ok(())
     }
 
-    fn push(&mut self, entry: Entry) {
-        self.make_room(&entry.key, entry.encoded_bytes());
+    fn push(&mut self, space: &mut Space, entry: Entry) -> Result<()> {
+        self.make_room(space, &entry.key, entry.encoded_bytes())?;
         if self.pinned {
             self.entries.push(entry);
         } else {
             self.page.push(&entry);
         }
+        Ok(())
     }
 
-    fn push_current(&mut self, current: Current<'_>) {
+    fn push_current(&mut self, space: &mut Space, current: Current<'_>) -> Result<()> {
         match current {
             Current::Raw(raw) if !self.pinned => {
-                self.make_room(raw.key(), raw.encoded_bytes());
+                self.make_room(space, raw.key(), raw.encoded_bytes())?;
                 self.page.push_raw(raw);
+                Ok(())
             }
-            current => self.push(current.to_entry()),
+            current => self.push(space, current.to_entry()),
         }
     }
 
     /// Seals the last segment, if any entry is left.
-    fn finish(&mut self) {
-        self.seal();
+    fn finish(&mut self, space: &mut Space) -> Result<()> {
+        self.seal(space)
     }
 
-    fn seal(&mut self) {
+    fn seal(&mut self, space: &mut Space) -> Result<()> {
         if self.entries.is_empty() && self.page.is_empty() {
-            return;
+            return Ok(());
         }
         let start_key = std::mem::take(&mut self.start_key);
-        self.done.push(if self.pinned {
+        let packed = if self.pinned {
             // The next segment takes about as many entries: room for them saves its growing.
             let capacity = self.entries.len();
             Packed {
@@ -246,14 +264,30 @@ impl Packer {
                     Vec::with_capacity(capacity),
                 )),
                 image: None,
+                page: None,
             }
         } else {
-            Packed {
-                start_key,
-                image: Some(self.page.take_image(self.page_bytes)),
-                entries: None,
+            let image = self.page.take_image(self.page_bytes);
+            match self.sealing {
+                Sealing::Images => Packed {
+                    start_key,
+                    entries: None,
+                    image: Some(image),
+                    page: None,
+                },
+                Sealing::Written { at, namespace } => {
+                    let (page, _) = space.write_meta(at, Purpose::Compaction, namespace, &image)?;
+                    Packed {
+                        start_key,
+                        entries: None,
+                        image: None,
+                        page: Some(page),
+                    }
+                }
             }
-        });
+        };
+        self.done.push(packed);
+        Ok(())
     }
 }
 
@@ -282,7 +316,20 @@ impl LsmTree {
         let cpu_before = self.cpu_pending;
         let accelerated = self.features.merge_accelerator;
         let mut streamed_bytes = 0u64;
-        let mut packer = Packer::new(self.page_bytes, self.levels[target].pinned);
+        let pinned = self.levels[target].pinned;
+        // Under the threads model a merge is a background job: its new pages are written as
+        // they fill, their writes recorded after its reads and computation. Filters are built
+        // from the pages' keys at install, so presets that keep them hold the images.
+        let sealing = if !pinned && !self.features.bloom_filters && space.defer_writes() {
+            Sealing::Written {
+                at: t,
+                namespace: self.config.namespace,
+            }
+        } else {
+            Sealing::Images
+        };
+        let deferring = matches!(sealing, Sealing::Written { .. });
+        let mut packer = Packer::new(self.page_bytes, pinned, sealing);
         let mut superseded: Vec<Entry> = Vec::new();
         let mut upper = upper.into_iter().peekable();
         loop {
@@ -324,16 +371,16 @@ impl LsmTree {
             self.cpu_pending.bytes_copied += encoded_bytes as u64;
             if take_upper {
                 if let Some(entry) = upper.next().filter(|_| !dropped) {
-                    packer.push(entry);
+                    packer.push(space, entry)?;
                 }
             } else {
                 if !dropped {
-                    packer.push_current(lower.current());
+                    packer.push_current(space, lower.current())?;
                 }
                 lower.advance();
             }
         }
-        packer.finish();
+        packer.finish(space)?;
         t = t.max(lower.done);
         drop(lower);
         if accelerated {
@@ -342,6 +389,9 @@ impl LsmTree {
             t = space.accelerate(t, cost_ns);
         }
         t = self.charge(space, t);
+        if deferring {
+            space.record_deferred_writes();
+        }
         let (count, key_bytes) = (packer.count, packer.key_bytes);
         t = self.install(space, t, target, packer.done)?;
         for entry in superseded {
@@ -382,6 +432,7 @@ impl LsmTree {
             start_key,
             entries,
             image,
+            page: written,
         } in packed
         {
             let bloom = if filters {
@@ -409,7 +460,7 @@ impl LsmTree {
                     done = done.max(finished);
                     Some(page)
                 }
-                None => None,
+                None => written,
             };
             new_segments.push(Segment {
                 prefix: 0,
