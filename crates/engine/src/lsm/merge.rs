@@ -1,12 +1,14 @@
 //! The merge of sorted entries into a level, streamed: the lower level's segments are read one
 //! page at a time as the merge reaches them, and the merged entries are packed into segments as
-//! they come. Host memory then holds one lower page and the new level's page images, not both
-//! levels' entries decoded: at PinK's scale (44M pairs) a merge into the last level would
-//! otherwise hold several GiB of entries.
+//! they come. Host memory then holds one lower page and, unless the pages are written as they
+//! fill (see [`Sealing`]), the new level's page images, not both levels' entries decoded: at
+//! PinK's scale (44M pairs) a merge into the last level would otherwise hold several GiB of
+//! entries.
 //!
-//! The flash sees exactly what a merge of fully decoded levels would issue, in the same order:
-//! every lower page read issued when the merge starts, the merge's CPU charged, then the new pages
-//! written in order. Only the order of host work differs, so figures do not depend on streaming.
+//! The timing model sees exactly what a merge of fully decoded levels would issue, in the same
+//! order: every lower page read issued when the merge starts, the merge's CPU charged, then the new
+//! pages written in order. Only the order of host work (and of writes reaching the media) differs,
+//! so figures do not depend on streaming.
 
 use std::sync::Arc;
 
@@ -158,13 +160,20 @@ impl LowerRun {
     }
 }
 
-/// One segment of the new level, until it is installed: its entries (pinned), its page image, or
-/// the page it was already written to.
+/// One segment of the new level, until it is installed.
 struct Packed {
     start_key: segment::Key,
-    entries: Option<Vec<Entry>>,
-    image: Option<Vec<u8>>,
-    page: Option<PageIndex>,
+    contents: Sealed,
+}
+
+/// What a sealed segment holds until it is installed.
+enum Sealed {
+    /// A pinned level's entries.
+    Entries(Vec<Entry>),
+    /// The page image install writes.
+    Image(Vec<u8>),
+    /// The page it was already written to.
+    Written(PageIndex),
 }
 
 /// Where an unpinned level's sealed segments go.
@@ -254,39 +263,27 @@ impl Packer {
             return Ok(());
         }
         let start_key = std::mem::take(&mut self.start_key);
-        let packed = if self.pinned {
+        let contents = if self.pinned {
             // The next segment takes about as many entries: room for them saves its growing.
             let capacity = self.entries.len();
-            Packed {
-                start_key,
-                entries: Some(std::mem::replace(
-                    &mut self.entries,
-                    Vec::with_capacity(capacity),
-                )),
-                image: None,
-                page: None,
-            }
+            Sealed::Entries(std::mem::replace(
+                &mut self.entries,
+                Vec::with_capacity(capacity),
+            ))
         } else {
             let image = self.page.take_image(self.page_bytes);
             match self.sealing {
-                Sealing::Images => Packed {
-                    start_key,
-                    entries: None,
-                    image: Some(image),
-                    page: None,
-                },
+                Sealing::Images => Sealed::Image(image),
                 Sealing::Written { at, namespace } => {
                     let (page, _) = space.write_meta(at, Purpose::Compaction, namespace, &image)?;
-                    Packed {
-                        start_key,
-                        entries: None,
-                        image: None,
-                        page: Some(page),
-                    }
+                    Sealed::Written(page)
                 }
             }
         };
-        self.done.push(packed);
+        self.done.push(Packed {
+            start_key,
+            contents,
+        });
         Ok(())
     }
 }
@@ -430,20 +427,19 @@ impl LsmTree {
         let mut done = t;
         for Packed {
             start_key,
-            entries,
-            image,
-            page: written,
+            contents,
         } in packed
         {
             let bloom = if filters {
-                let keys = match (&entries, &image) {
-                    (Some(entries), _) => entries.iter().map(|e| e.key.clone()).collect(),
-                    (None, Some(image)) => SegmentPage::parse(image, 0)?
+                let keys: Vec<segment::Key> = match &contents {
+                    Sealed::Entries(entries) => entries.iter().map(|e| e.key.clone()).collect(),
+                    Sealed::Image(image) => SegmentPage::parse(image, 0)?
                         .entries()?
                         .into_iter()
                         .map(|e| e.key)
                         .collect(),
-                    (None, None) => Vec::new(),
+                    // Presets with filters keep their images (see `merge_into`).
+                    Sealed::Written(_) => Vec::new(),
                 };
                 Some(Arc::new(Bloom::build(
                     keys.iter().map(|key| key.as_slice()),
@@ -453,21 +449,22 @@ impl LsmTree {
             } else {
                 None
             };
-            let page: Option<PageIndex> = match image {
-                Some(image) => {
+            let (page, entries) = match contents {
+                Sealed::Entries(entries) => (None, Some(Arc::new(entries))),
+                Sealed::Image(image) => {
                     let (page, finished) =
                         space.write_meta(t, Purpose::Compaction, self.config.namespace, &image)?;
                     done = done.max(finished);
-                    Some(page)
+                    (Some(page), None)
                 }
-                None => written,
+                Sealed::Written(page) => (Some(page), None),
             };
             new_segments.push(Segment {
                 prefix: 0,
                 start_key,
                 range_pointer: 0,
                 page,
-                entries: entries.map(Arc::new),
+                entries,
                 bloom,
             });
         }
