@@ -412,9 +412,9 @@ impl Flash {
 
     /// When background job `job` will have finished if no more foreground work arrives: what a
     /// writer waiting for it waits until.
-    pub fn project_done(&self, job: JobId) -> SimTime {
+    pub fn project_done(&mut self, job: JobId) -> SimTime {
         self.timeline
-            .as_ref()
+            .as_mut()
             .map_or(0, |timeline| timeline.project_done(job))
     }
 

@@ -147,6 +147,8 @@ pub(crate) struct Timeline {
     pub(crate) busy: Busy,
     /// The command clock, once a driver sets it ([`Timeline::advance_clock`]).
     clock: Option<SimTime>,
+    /// The last write-stall projection, played on, kept for the next ([`Timeline::project_done`]).
+    pub(crate) projection: Option<Box<Timeline>>,
 }
 
 /// Nanoseconds of controller work booked so far, by thread.
@@ -281,6 +283,7 @@ impl Timeline {
             background: Background::new(geometry.dies()),
             busy: Busy::default(),
             clock: None,
+            projection: None,
             profile,
             latest_issue: 0,
             late_issues: 0,
@@ -313,6 +316,7 @@ impl Timeline {
             background: self.background.clone(),
             busy: self.busy,
             clock: self.clock,
+            projection: None,
         }
     }
 
@@ -393,6 +397,7 @@ impl Timeline {
             return at;
         }
         self.foreground(at);
+        self.forget_projection();
         self.book_read(at, die, bytes)
     }
 
@@ -401,6 +406,7 @@ impl Timeline {
             return at;
         }
         self.foreground(at);
+        self.forget_projection();
         self.book_program(at, die, bytes)
     }
 
@@ -409,6 +415,7 @@ impl Timeline {
             return at;
         }
         self.foreground(at);
+        self.forget_projection();
         self.book_erase(at, die)
     }
 
@@ -418,7 +425,11 @@ impl Timeline {
         }
         self.foreground(at);
         if self.threaded() {
-            // The request thread runs on core 0.
+            // The request thread runs on core 0, which background work shares only on a
+            // single-core controller.
+            if self.cores.len() == 1 {
+                self.forget_projection();
+            }
             self.busy.request_ns += cost_ns;
             return self.cores[0].book_earliest(at, cost_ns);
         }
@@ -441,6 +452,7 @@ impl Timeline {
             return at;
         }
         self.foreground(at);
+        self.forget_projection();
         self.book_accelerator(at, cost_ns)
     }
 
@@ -455,7 +467,9 @@ impl Timeline {
     /// Ends the recording begun by the matching [`Timeline::begin_background`]; returns the job
     /// queued for the background thread, if the outermost recording asked for any work.
     pub(crate) fn end_background(&mut self) -> Option<JobId> {
-        self.background.end()
+        let (id, lane) = self.background.end()?;
+        self.projection_takes(lane);
+        Some(id)
     }
 
     pub(crate) fn book_read(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
@@ -536,7 +550,7 @@ impl Timeline {
         if !self.background.has_work() {
             return booked(self);
         }
-        let mut played = self.clone();
+        let mut played = self.copy_after(0);
         played.pump(SimTime::MAX);
         booked(&played)
     }

@@ -365,7 +365,7 @@ impl Space {
     }
 
     /// When background job `job` will have finished if no more foreground work arrives.
-    pub fn project_done(&self, job: JobId) -> SimTime {
+    pub fn project_done(&mut self, job: JobId) -> SimTime {
         self.flash.project_done(job)
     }
 
