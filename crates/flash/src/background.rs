@@ -224,6 +224,8 @@ pub(crate) struct Background {
     /// ([`Timeline::pump`]), so none still to come is earlier, unless a job is recorded with an
     /// earlier start.
     frontier: SimTime,
+    /// The highest lane that started a phase at the frontier's time, if any did.
+    started_at_frontier: Option<usize>,
 }
 
 /// The longest piece of background computation booked at once: the background thread checks for
@@ -254,6 +256,7 @@ impl Background {
             watched: None,
             watched_done: false,
             frontier: 0,
+            started_at_frontier: None,
         }
     }
 
@@ -285,6 +288,25 @@ impl Background {
         });
         let dies = self.scheduled_at.iter().copied();
         lanes.chain(dies).fold(SimTime::MAX, SimTime::min)
+    }
+
+    /// Notes an event played at `at`: a die's look, or `lane` starting a phase.
+    fn played(&mut self, at: SimTime, lane: Option<usize>) {
+        if at > self.frontier {
+            self.frontier = at;
+            self.started_at_frontier = None;
+        }
+        if at == self.frontier {
+            self.started_at_frontier = self.started_at_frontier.max(lane);
+        }
+    }
+
+    /// Whether a phase of `lane` starting at `start` comes after every event played so far: at the
+    /// frontier's time, dies look first and lanes then start in lane order, so it does unless a
+    /// lane as high or higher already started there.
+    fn comes_after_played(&self, start: SimTime, lane: usize) -> bool {
+        start > self.frontier
+            || (start == self.frontier && self.started_at_frontier.is_none_or(|high| high < lane))
     }
 
     /// Jobs of `lane` recorded and not finished.
@@ -535,7 +557,7 @@ impl Timeline {
             // Superseded by an earlier look at this die.
             return;
         }
-        self.background.frontier = self.background.frontier.max(issue_at);
+        self.background.played(issue_at, None);
         self.background.scheduled_at[d] = SimTime::MAX;
         let free = self.background.die_free[d];
         if free > issue_at {
@@ -588,7 +610,7 @@ impl Timeline {
     /// Starts the next phase of `lane` at `start`: a slice of computation is booked at once, a
     /// run of reads or of writes is queued on its dies.
     fn start_phase(&mut self, lane: usize, start: SimTime) {
-        self.background.frontier = self.background.frontier.max(start);
+        self.background.played(start, Some(lane));
         let state = &mut self.background.lanes[lane];
         let Some(job) = state.jobs.front_mut() else {
             return;
@@ -714,8 +736,10 @@ impl Timeline {
     }
 
     /// Queues the job just recorded on `lane` on the kept projection too, or drops the
-    /// projection if the job would start at or before what the copy has already played (then
-    /// the copy played that window without it).
+    /// projection if the job would start before what the copy has already played (then the copy
+    /// played that window without it). A job of a lane that has finished its queue starts once
+    /// the lane's last writes are issued, often at the very event the copy stopped on, so a start
+    /// at the frontier's time counts as after it when the event order puts it there.
     pub(crate) fn projection_takes(&mut self, lane: Lane) {
         let Some(kept) = self.projection.as_mut() else {
             return;
@@ -727,8 +751,10 @@ impl Timeline {
         // watches no job, so this never stops early).
         kept.settle_lanes();
         let state = &kept.background.lanes[lane as usize];
-        let starts_later =
-            !state.jobs.is_empty() || state.next_start(&job) > kept.background.frontier;
+        let starts_later = !state.jobs.is_empty()
+            || kept
+                .background
+                .comes_after_played(state.next_start(&job), lane as usize);
         if starts_later && kept.background.next_id == job.id {
             kept.background.enqueue(lane, job);
         } else {
