@@ -23,13 +23,14 @@
 //!   flush work first, then GC, then compaction.
 //! * Work is issued only once simulated time has reached its issue time. Before every foreground
 //!   operation issued at `t`, the background work ready by `t` is issued ([`Timeline::pump`]);
-//!   then the foreground operation books the earliest free slot. The background thread's events
-//!   (a die looking at its queued work, a lane starting its next phase) are played in time order,
-//!   so what is played does not depend on how often it is pumped. So a user read never waits for
+//!   then the foreground operation books the earliest free slot. So a user read never waits for
 //!   background work that was issued after it, and on its die it waits for at most the one
 //!   background operation in flight there (one program or erase), plus the transfers of the
 //!   operations in flight on the other dies of its channel. That bound is written in
 //!   `docs/design.md` and checked by `crates/flash/tests/background.rs`.
+//! * The background thread's events (a die looking at its queued work, a lane starting its next
+//!   phase) are played in time order, so what is played does not depend on how often it is
+//!   pumped.
 //!
 //! A writer that needs a job to have finished (a full L0 whose previous flush is still running)
 //! asks [`Timeline::project_done`]: when the queue would finish if no further foreground work
