@@ -46,6 +46,9 @@ struct CachedPage {
 enum Storage {
     Flash {
         directory: Vec<Option<PageIndex>>,
+        /// Directory entries that point at a flash page (every put asks, so it is kept rather
+        /// than counted).
+        on_flash: u64,
         cache: BTreeMap<u64, CachedPage>,
         /// Last-use stamp → page, oldest first.
         lru: BTreeMap<u64, u64>,
@@ -82,6 +85,7 @@ impl Table {
         Table {
             storage: Storage::Flash {
                 directory: vec![None; pages as usize],
+                on_flash: 0,
                 cache: BTreeMap::new(),
                 lru: BTreeMap::new(),
                 clock: 0,
@@ -147,8 +151,17 @@ impl Table {
     /// Bucket pages with a copy on flash.
     pub(crate) fn pages_on_flash(&self) -> u64 {
         match &self.storage {
-            Storage::Flash { directory, .. } => {
-                directory.iter().filter(|entry| entry.is_some()).count() as u64
+            Storage::Flash {
+                directory,
+                on_flash,
+                ..
+            } => {
+                debug_assert_eq!(
+                    *on_flash,
+                    directory.iter().filter(|entry| entry.is_some()).count() as u64,
+                    "the count of bucket pages on flash matches the directory"
+                );
+                *on_flash
             }
             Storage::Dram { .. } => 0,
         }
@@ -346,6 +359,7 @@ impl Table {
     ) -> Result<SimTime> {
         let Storage::Flash {
             directory,
+            on_flash,
             sequence,
             ..
         } = &mut self.storage
@@ -355,8 +369,9 @@ impl Table {
         *sequence += 1;
         let bytes = bucket::encode(slots, page, *sequence, self.bits, self.page_bytes);
         let (written, done) = space.write_meta(at, purpose, self.namespace, &bytes)?;
-        if let Some(old) = directory[page as usize].replace(written) {
-            space.invalidate_meta(old);
+        match directory[page as usize].replace(written) {
+            Some(old) => space.invalidate_meta(old),
+            None => *on_flash += 1,
         }
         self.counts.write_backs += 1;
         Ok(done)
@@ -491,8 +506,15 @@ impl Table {
 
     /// Points table page `page` at its moved copy.
     pub(crate) fn relocate(&mut self, page: u64, moved: PageIndex) {
-        if let Storage::Flash { directory, .. } = &mut self.storage {
-            directory[page as usize] = Some(moved);
+        if let Storage::Flash {
+            directory,
+            on_flash,
+            ..
+        } = &mut self.storage
+        {
+            if directory[page as usize].replace(moved).is_none() {
+                *on_flash += 1;
+            }
         }
     }
 
@@ -571,6 +593,7 @@ impl Table {
         match &mut self.storage {
             Storage::Flash {
                 directory,
+                on_flash,
                 cache,
                 lru,
                 clock,
@@ -593,6 +616,7 @@ impl Table {
                     }
                     *entry = saved.map(PageIndex);
                 }
+                *on_flash = directory.iter().filter(|entry| entry.is_some()).count() as u64;
                 *sequence = state.sequence;
                 for (number, used) in &state.pages {
                     if *number >= directory.len() as u64 {
