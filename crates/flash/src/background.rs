@@ -444,6 +444,16 @@ impl Background {
         (!queued).then_some(0)
     }
 
+    /// Whether this timeline can say when job `id` ends: it is queued, or finished recently enough
+    /// to be remembered.
+    fn remembers(&self, id: JobId) -> bool {
+        self.finished_at.contains_key(&id)
+            || self
+                .lanes
+                .iter()
+                .any(|lane| lane.jobs.binary_search_by_key(&id, |job| job.id).is_ok())
+    }
+
     fn finish(&mut self, id: JobId, at: SimTime) {
         if self.watched == Some(id) {
             self.watched_done = true;
@@ -676,7 +686,13 @@ impl Timeline {
         if let Some(at) = self.background.done_at(id) {
             return at;
         }
-        let mut played = match self.projection.take() {
+        // A kept copy that finished the job so long ago that it no longer remembers when cannot
+        // answer; a fresh copy can.
+        let kept = self
+            .projection
+            .take()
+            .filter(|kept| kept.background.remembers(id));
+        let mut played = match kept {
             Some(mut kept) => {
                 // The kept copy may be behind this timeline or ahead of it: it forgets only what
                 // its own playback can no longer meet.
