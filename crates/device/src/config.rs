@@ -42,7 +42,8 @@ pub struct DeviceConfig {
     /// How acknowledged writes survive power loss (see [`Durability`]).
     pub durability: Durability,
     /// With a write-ahead log: a checkpoint (which trims the log) is written once the log holds
-    /// this many blocks, besides after every flush, compaction and GC.
+    /// this many blocks, or `CHECKPOINT_LOG_RATIO` times the pages of the last checkpoint if that
+    /// is more.
     pub checkpoint_log_blocks: usize,
     /// Most bytes of host memory for a cache of index pages read from file media
     /// ([`kvssd_flash::Flash::set_index_cache_bytes`]), shared by the namespaces; the cache gets

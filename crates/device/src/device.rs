@@ -55,8 +55,6 @@ pub(crate) struct Core {
     device_gc_victims: u64,
     /// The durable structures, with a write-ahead log (shared with the space layer's erase hook).
     journal: Option<std::sync::Arc<Mutex<crate::durability::journal::Journal>>>,
-    /// Sum of the trees' activity counts at the last checkpoint.
-    activity_at_checkpoint: u64,
     recovery: Option<crate::durability::RecoveryReport>,
     /// With power-loss protection: the durable structures the dump at a power cut updates.
     plp: Option<crate::durability::journal::Journal>,
@@ -120,7 +118,6 @@ impl Core {
             orphaned: BTreeSet::new(),
             device_gc_victims: 0,
             journal: None,
-            activity_at_checkpoint: 0,
             recovery: None,
             plp: None,
             last_dump: None,

@@ -206,10 +206,6 @@ pub trait Engine: Send {
     /// `restore` takes them back. Changes nothing.
     fn durable_state(&self) -> Vec<u8>;
 
-    /// A count that changes whenever the engine writes or erases flash structure the durable
-    /// state points at (flushes, merges, GC victims): the device checkpoints when it moved.
-    fn activity_count(&self) -> u64;
-
     /// After a restore: reports every page and record the index references to the space layer's
     /// valid-byte accounting, reading what it must. Only failures are returned (the index cannot
     /// be read back); the space's accounting is then incomplete and the open fails.

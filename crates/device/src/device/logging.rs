@@ -1,5 +1,5 @@
 //! The write-ahead log under the device's commands: every command is logged before it is applied,
-//! checkpoints follow the indexes' flash activity, and replay at recovery applies logged
+//! checkpoints follow the log's growth, and replay at recovery applies logged
 //! operations as a batch. The durability layer below frames the records and writes the log, the
 //! checkpoints and the superblock.
 
@@ -12,6 +12,9 @@ use super::{poisoned, Core};
 use crate::durability::journal::Journal;
 use crate::durability::wal::{WalOp, WalRecord};
 use crate::{BatchOp, Device, DeviceError, DurabilityCounts, Result};
+
+/// The log may grow to this many times the live checkpoint's pages before the next checkpoint.
+pub(crate) const CHECKPOINT_LOG_RATIO: u64 = 2;
 
 impl Core {
     /// Copies the namespace table into the journal (it goes into every checkpoint).
@@ -33,13 +36,6 @@ impl Core {
         Ok(())
     }
 
-    fn activity(&self) -> u64 {
-        self.namespaces
-            .values()
-            .map(|namespace| namespace.engine.activity_count())
-            .sum()
-    }
-
     /// Publishes every tree's state and writes a checkpoint that trims the log.
     pub(super) fn full_checkpoint(&mut self, at: SimTime) -> Result<SimTime> {
         let Some(shared) = self.journal.clone() else {
@@ -52,7 +48,6 @@ impl Core {
         self.space.set_replay_lsn(next_lsn);
         let t = journal.checkpoint(&mut self.space, at, true)?;
         drop(journal);
-        self.activity_at_checkpoint = self.activity();
         Ok(t)
     }
 
@@ -130,16 +125,27 @@ impl Core {
         self.append(at, &WalRecord::Ops(ops))
     }
 
-    /// After a logged command: a checkpoint if the trees wrote or erased flash structure, or the
-    /// log has grown to its limit.
+    /// After a logged command: a checkpoint (which trims the log) once the log holds
+    /// `checkpoint_log_blocks` blocks or [`CHECKPOINT_LOG_RATIO`] times the pages of the live
+    /// checkpoint, whichever is more. A checkpoint rewrites every index's DRAM state (the pinned
+    /// levels with it), so checkpointing after every flush made its cost grow with the index on
+    /// every flush; tied to the log's growth, the checkpoints write at most
+    /// 1 / `CHECKPOINT_LOG_RATIO` of what the log writes, and replay at recovery reads at most
+    /// that many times the checkpoint. Flushes, merges and GC between checkpoints need none of
+    /// their own: their new pages go to blocks the checkpoint calls free (recovery erases them and
+    /// replay writes them again), and a block the checkpoint reaches is erased only after the
+    /// space layer's erase hook has written a newer one.
     pub(super) fn after_logged_command(&mut self, at: SimTime) -> Result<SimTime> {
         let Some(shared) = self.journal.clone() else {
             return Ok(at);
         };
-        let log_blocks = shared.lock().map_err(poisoned)?.log_blocks();
-        if self.activity() != self.activity_at_checkpoint
-            || log_blocks >= self.config.checkpoint_log_blocks.max(1)
-        {
+        let journal = shared.lock().map_err(poisoned)?;
+        let floor =
+            self.config.checkpoint_log_blocks.max(1) as u64 * u64::from(journal.pages_per_block());
+        let limit = floor.max(CHECKPOINT_LOG_RATIO * journal.checkpoint_pages());
+        let due = journal.log_pages() >= limit;
+        drop(journal);
+        if due {
             return self.full_checkpoint(at);
         }
         Ok(at)

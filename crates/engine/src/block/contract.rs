@@ -97,10 +97,6 @@ impl Engine for BlockIndex {
         BlockIndex::durable_state(self)
     }
 
-    fn activity_count(&self) -> u64 {
-        BlockIndex::activity_count(self)
-    }
-
     fn account_valid(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         BlockIndex::account_valid(self, space, at)
     }

@@ -28,12 +28,6 @@ fn bad(what: &'static str) -> EngineError {
 }
 
 impl BlockIndex {
-    /// Activity so far (buffer applications, GC victims): changes whenever the FTL programmed
-    /// data the map points at or erased flash, so a durability layer knows when to checkpoint.
-    pub fn activity_count(&self) -> u64 {
-        self.activity.flushes + self.activity.gc_data_victims
-    }
-
     /// Bytes staged in the write buffer.
     pub fn buffered_bytes(&self) -> u64 {
         self.buffer_bytes

@@ -95,10 +95,6 @@ impl Engine for HashIndex {
         HashIndex::durable_state(self)
     }
 
-    fn activity_count(&self) -> u64 {
-        HashIndex::activity_count(self)
-    }
-
     fn account_valid(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         Ok(HashIndex::account_valid(self, space, at)?)
     }

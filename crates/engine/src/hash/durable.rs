@@ -31,13 +31,6 @@ fn bad(what: &'static str) -> HashError {
 }
 
 impl HashIndex {
-    /// Activity so far (write-buffer flushes, resizes, GC victims): changes whenever the index
-    /// applied its buffer or erased flash, so a durability layer knows when to checkpoint.
-    pub fn activity_count(&self) -> u64 {
-        let a = &self.activity;
-        a.flushes + a.resizes + a.gc_meta_victims + a.gc_data_victims
-    }
-
     /// Bytes of pairs in the write buffer (what a checkpoint saves whole).
     pub fn buffered_bytes(&self) -> u64 {
         self.buffer_bytes

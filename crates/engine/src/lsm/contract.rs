@@ -107,10 +107,6 @@ impl Engine for LsmTree {
         LsmTree::durable_state(self)
     }
 
-    fn activity_count(&self) -> u64 {
-        LsmTree::activity_count(self)
-    }
-
     fn account_valid(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime> {
         LsmTree::account_valid(self, space, at)
     }

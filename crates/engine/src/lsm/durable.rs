@@ -40,13 +40,6 @@ fn put_key(out: &mut Vec<u8>, key: &[u8]) {
 }
 
 impl LsmTree {
-    /// Activity so far (flushes, compactions, GC victims, levels unpinned): changes whenever the
-    /// tree wrote or erased flash structure, so a durability layer knows when to checkpoint.
-    pub fn activity_count(&self) -> u64 {
-        let a = &self.activity;
-        a.flushes + a.compactions + a.gc_meta_victims + a.gc_data_victims + a.levels_unpinned
-    }
-
     /// The tree's DRAM state (L0, level lists, pinned segments, Bloom filters) as bytes; see the
     /// module documentation for the layout.
     pub fn durable_state(&self) -> Vec<u8> {
