@@ -14,7 +14,7 @@ use crate::durability::wal::{WalOp, WalRecord};
 use crate::{BatchOp, Device, DeviceError, DurabilityCounts, Result};
 
 /// The log may grow to this many times the live checkpoint's pages before the next checkpoint.
-pub(crate) const CHECKPOINT_LOG_RATIO: u64 = 2;
+pub(crate) const CHECKPOINT_LOG_RATIO: u64 = 8;
 
 impl Core {
     /// Copies the namespace table into the journal (it goes into every checkpoint).

@@ -222,6 +222,13 @@ impl Journal {
 
     /// Programs the next superblock copy (erasing its block first when full) and syncs.
     fn write_root(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime, SpaceError> {
+        let done = self.program_root(space, at)?;
+        self.sync_flash(space)?;
+        Ok(done)
+    }
+
+    /// Programs the next superblock copy (erasing its block first when full), without a sync.
+    fn program_root(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime, SpaceError> {
         let sequence = self.sb_sequence + 1;
         let slot = (sequence % 2) as usize;
         let block = space.geometry().block_at(SUPERBLOCK_BLOCKS[slot]);
@@ -251,7 +258,6 @@ impl Journal {
             .map_err(flash_error)?;
         self.sb_next_page[slot] += 1;
         self.sb_sequence = sequence;
-        self.sync_flash(space)?;
         Ok(done)
     }
 
@@ -267,7 +273,14 @@ impl Journal {
             self.log_blocks.push(block);
             self.log_next_page = 0;
             // Recovery must know of the block before any record in it can be acknowledged.
-            t = self.write_root(space, t)?;
+            // Under `SyncPolicy::None` no record is acknowledged before the next sync, which
+            // covers this copy too: it is written, and synced with the records.
+            if self.sync == SyncPolicy::None && self.sync_media {
+                t = self.program_root(space, t)?;
+                self.mark_unsynced();
+            } else {
+                t = self.write_root(space, t)?;
+            }
         }
         let Some(&block) = self.log_blocks.last() else {
             return Err(SpaceError::Config("the log has no block".into()));
