@@ -11,11 +11,12 @@ mod open;
 mod power;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard};
+use std::ops::{Deref, DerefMut};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use kvssd_engine::{Engine, SnapshotIter};
-use kvssd_flash::{Flash, SimTime};
-use kvssd_space::Space;
+use kvssd_flash::{Flash, SimTime, WriteBehind};
+use kvssd_space::{Space, SpaceError};
 
 use crate::{
     BatchOp, ByteRange, DeviceError, DeviceStats, IterOptions, IteratorId, IteratorInfo,
@@ -46,6 +47,10 @@ pub(crate) struct Core {
     value_bytes_max: usize,
     /// On compact media, values must repeat their first 16 bytes ([`kvssd_flash::is_periodic`]).
     periodic_values_only: bool,
+    /// On file media without timing, a retrieve reads its value's page after releasing the lock
+    /// ([`kvssd_flash::DetachedRead`]) and programs reach the file after it ([`Locked`]), so
+    /// commands overlap their file I/O.
+    unlocked_file_io: bool,
     namespaces: BTreeMap<u32, Namespace>,
     next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
@@ -91,7 +96,50 @@ pub struct Device {
     core: Mutex<Core>,
     /// Log syncs in progress (group commit).
     syncing: logging::SyncGate,
+    /// On untimed file media, the pages commands programmed, written to the file after the
+    /// command releases the lock ([`Locked`]).
+    behind: Option<Arc<WriteBehind>>,
 }
+
+/// The device's lock, held for one command. Dropping it releases the lock and then writes the
+/// pages the command programmed on file media ([`WriteBehind`]): they reach the file before the
+/// command returns, as before, but no lock is held across the `pwrite`s, so other commands run
+/// meanwhile. A write that fails is reported by every later command and sync.
+pub(crate) struct Locked<'a> {
+    core: Option<MutexGuard<'a, Core>>,
+    behind: Option<&'a WriteBehind>,
+    /// The queue's count of slots when the lock was taken: unchanged at release, the command
+    /// programmed nothing and has nothing to wait for.
+    queued_at_lock: u64,
+}
+
+impl Deref for Locked<'_> {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        self.core.as_deref().expect("held until dropped")
+    }
+}
+
+impl DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        self.core.as_deref_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        drop(self.core.take());
+        if let Some(behind) = self.behind {
+            if behind.queued_total() != self.queued_at_lock {
+                // A failure stays in the queue: the next command and every sync report it.
+                let _ = behind.drain();
+            }
+        }
+    }
+}
+
+/// Attempts to take the device's lock before sleeping on it ([`Device::acquire`]).
+const SPINS_BEFORE_SLEEP: u32 = 20_000;
 
 /// A poisoned lock: a thread panicked while holding it.
 fn poisoned<T>(_: T) -> DeviceError {
@@ -106,11 +154,15 @@ impl Core {
             .value_bytes_max(space.geometry())
             .min(VALUE_BYTES_MAX);
         let periodic_values_only = space.flash().media_kind() == kvssd_flash::MediaKind::Compact;
+        let unlocked_file_io =
+            matches!(space.flash().media_kind(), kvssd_flash::MediaKind::File(_))
+                && space.flash().timing().is_none();
         Core {
             space,
             config,
             value_bytes_max,
             periodic_values_only,
+            unlocked_file_io,
             namespaces: BTreeMap::new(),
             next_namespace: 1,
             iterators: BTreeMap::new(),
@@ -150,20 +202,56 @@ impl Device {
             return Device::open_durable(flash, config);
         }
         let space = Space::open(flash, config.space.clone())?;
+        Device::assemble(Core::new(space, config))
+    }
+
+    /// A device around its state: on untimed file media, with the file's writes made after each
+    /// command releases the lock.
+    fn assemble(mut core: Core) -> Result<Device> {
+        let mut behind = None;
+        if core.unlocked_file_io {
+            let flash = core.space.flash_mut();
+            flash.set_write_behind(true).map_err(SpaceError::from)?;
+            behind = flash.write_behind();
+        }
         Ok(Device {
-            core: Mutex::new(Core::new(space, config)),
+            core: Mutex::new(core),
             syncing: logging::SyncGate::default(),
+            behind,
         })
     }
 
-    fn lock(&self) -> Result<MutexGuard<'_, Core>> {
+    fn lock(&self) -> Result<Locked<'_>> {
+        let core = self.acquire()?;
+        let behind = self.behind.as_deref();
+        if let Some(behind) = behind {
+            behind.failure().map_err(SpaceError::from)?;
+        }
+        Ok(Locked {
+            core: Some(core),
+            behind,
+            queued_at_lock: behind.map_or(0, WriteBehind::queued_total),
+        })
+    }
+
+    /// Takes the lock, spinning a while before sleeping on it: a command holds it for
+    /// microseconds, less than a sleeping thread takes to be woken, so a thread that slept on
+    /// every contended command would mostly wait to be scheduled.
+    fn acquire(&self) -> Result<MutexGuard<'_, Core>> {
+        for _ in 0..SPINS_BEFORE_SLEEP {
+            match self.core.try_lock() {
+                Ok(core) => return Ok(core),
+                Err(std::sync::TryLockError::Poisoned(_)) => return Err(DeviceError::Poisoned),
+                Err(std::sync::TryLockError::WouldBlock) => std::hint::spin_loop(),
+            }
+        }
         self.core.lock().map_err(poisoned)
     }
 
     /// Locks the device for a command issued at `at`, telling the flash the command clock: the
     /// controller's background thread may issue work ready by then, and no later (a command's own
     /// dependent operations, issued later in simulated time, do not advance it).
-    fn lock_at(&self, at: SimTime) -> Result<MutexGuard<'_, Core>> {
+    fn lock_at(&self, at: SimTime) -> Result<Locked<'_>> {
         let mut core = self.lock()?;
         core.space.advance_clock(at);
         Ok(core)
@@ -230,6 +318,18 @@ impl Device {
     ) -> Result<(Option<Retrieved>, SimTime)> {
         let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
+        if core.unlocked_file_io {
+            let (record, done) = match core.retrieve_detached(at, namespace, key, range)? {
+                commands::Retrieval::Done(found, done) => return Ok((found, done)),
+                commands::Retrieval::Pending(record, done) => (record, done),
+            };
+            drop(core);
+            if let Some(found) = record.finish()?.filter(|found| found.key == key) {
+                return Ok((Some(commands::cut(found.value, range)?), done));
+            }
+            // Erased meanwhile, or failing its checks: read again under the lock.
+            core = self.lock_at(at)?;
+        }
         core.retrieve(at, namespace, key, range)
     }
 

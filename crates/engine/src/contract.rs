@@ -25,7 +25,7 @@
 use std::sync::Arc;
 
 use kvssd_flash::SimTime;
-use kvssd_space::Space;
+use kvssd_space::{RecordPointer, Space};
 
 use crate::lsm::inspect::SegmentView;
 use crate::{DramUsage, EngineError, Pairs, TreeSnapshot};
@@ -67,6 +67,15 @@ pub struct EngineReport {
     pub shape: String,
 }
 
+/// Where [`Engine::locate`] found the newest version of a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// Its value (held in DRAM), or `None` if the key has none.
+    Value(Option<Vec<u8>>),
+    /// A record on flash: read it and check that it carries the key (as [`Engine::get`] does).
+    Record(RecordPointer),
+}
+
 /// A read-only view of an index of sorted levels, for the device's consistency check.
 #[derive(Debug, Clone, Default)]
 pub struct LevelsView {
@@ -96,6 +105,14 @@ pub trait Engine: Send {
         at: SimTime,
         key: &[u8],
     ) -> Result<(Option<Vec<u8>>, SimTime)>;
+
+    /// Where the newest version of `key` is, searching the index as [`Engine::get`] does but
+    /// leaving the value's record unread, so that a device on file media can read it without
+    /// its lock. The default reads the value ([`Located::Value`]). Same guarantees as `get`.
+    fn locate(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<(Located, SimTime)> {
+        let (value, done) = self.get(space, at, key)?;
+        Ok((Located::Value(value), done))
+    }
 
     /// Whether `key` has a value, without reading it. Same guarantees as [`Engine::get`].
     fn contains(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<(bool, SimTime)>;

@@ -8,6 +8,7 @@ use crate::fault::{Faults, InFlight};
 use crate::index_cache::{IndexCache, IndexCacheStats};
 use crate::media::{FileIo, FileMedia, Media, RamMedia, ReadFailure, SyncHandle};
 use crate::timing::{Busy, Timeline};
+use crate::write_behind::WriteBehind;
 use crate::{
     BlockAddress, Counters, FaultConfig, FlashError, Geometry, MediaKind, PageAddress, Purpose,
     Result, SimTime, TimingProfile, OOB_RESERVED_BYTES,
@@ -433,6 +434,18 @@ impl Flash {
         self.media.sync()
     }
 
+    /// File media: turns write-behind on or off. On, a program queues its page for
+    /// [`WriteBehind::drain`] to write once the caller has released its locks; reads and syncs
+    /// see queued pages as written. Memory media ignore it.
+    pub fn set_write_behind(&mut self, on: bool) -> Result<()> {
+        self.media.set_write_behind(on)
+    }
+
+    /// The write-behind queue (file media with write-behind on), to drain without this array.
+    pub fn write_behind(&self) -> Option<std::sync::Arc<WriteBehind>> {
+        self.media.write_behind()
+    }
+
     /// A handle that syncs the file media while the caller holds no lock on this array, for
     /// callers that would rather not hold one across `fdatasync`. `None` on memory media (nothing
     /// to sync) and while faults are being injected or power is cut, where [`Flash::sync`] must
@@ -524,7 +537,7 @@ impl Flash {
 
     /// The block slot of page `page` if a read may be issued to it: the page is on the device,
     /// power is on and the page was programmed since its block's erase.
-    fn readable_slot(&self, page: PageAddress) -> Result<usize> {
+    pub(crate) fn readable_slot(&self, page: PageAddress) -> Result<usize> {
         let slot = self.page_slot(page)?;
         if self.faults.power_cut {
             return Err(FlashError::PowerCut);
@@ -536,7 +549,12 @@ impl Flash {
     }
 
     /// Books a page read issued at `at` and counts it; returns when it completes.
-    fn time_read(&mut self, at: SimTime, page: PageAddress, purpose: Purpose) -> SimTime {
+    pub(crate) fn time_read(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+    ) -> SimTime {
         let done_at = match &mut self.timeline {
             Some(timeline) => timeline.read(at, page.die, u64::from(self.geometry.page_bytes)),
             None => at,
@@ -544,6 +562,26 @@ impl Flash {
         self.counters
             .record_read(purpose, u64::from(self.geometry.page_bytes));
         done_at
+    }
+
+    /// Whether a read may run detached ([`Flash::read_detached`]): no faults are injected.
+    pub(crate) fn detachable(&self) -> bool {
+        self.faults.is_quiet() && !self.faults.power_cut
+    }
+
+    /// File media: where a page's slot lies (the read counted); `None` on memory media.
+    pub(crate) fn slot_source(&mut self, index: u64) -> Option<crate::media::SlotSource> {
+        self.media.slot_source(index)
+    }
+
+    /// Counts an operation issued.
+    pub(crate) fn count_operation(&mut self) {
+        self.operations += 1;
+    }
+
+    /// The program sequence number at block `slot`'s last erase.
+    pub(crate) fn erase_sequence_of(&self, slot: usize) -> u64 {
+        self.blocks[slot].erase_sequence
     }
 
     /// Whether a trailer names a program of the page since its block's last erase.
@@ -677,7 +715,7 @@ impl Flash {
             match self.faults.in_flight_program() {
                 InFlight::Lost => {}
                 InFlight::Completed => {
-                    self.media.write(index, data, &self.oob_scratch)?;
+                    self.media.write(index, data, &self.oob_scratch, false)?;
                     self.blocks[slot].next_page += 1;
                     self.counters
                         .record_program(purpose, u64::from(self.geometry.page_bytes));
@@ -689,7 +727,7 @@ impl Flash {
                     for byte in &mut torn[cut..] {
                         *byte = !*byte;
                     }
-                    self.media.write(index, &torn, &self.oob_scratch)?;
+                    self.media.write(index, &torn, &self.oob_scratch, false)?;
                     self.torn_pages.insert(index);
                     self.blocks[slot].next_page += 1;
                     self.counters
@@ -698,7 +736,9 @@ impl Flash {
             }
             return Err(FlashError::PowerCut);
         }
-        self.media.write(index, data, &self.oob_scratch)?;
+        let behind_allowed = self.faults.is_quiet();
+        self.media
+            .write(index, data, &self.oob_scratch, behind_allowed)?;
         self.blocks[slot].next_page += 1;
         self.counters
             .record_program(purpose, u64::from(self.geometry.page_bytes));

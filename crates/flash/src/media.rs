@@ -37,10 +37,11 @@ use std::fs::{File, OpenOptions};
 use std::io::{Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::compact::{CompactMedia, Unreadable};
+use crate::write_behind::WriteBehind;
 use crate::{FlashError, Geometry, Result};
 
 /// The image format version this build writes and reads.
@@ -125,14 +126,38 @@ impl Media {
         }
     }
 
-    pub(crate) fn write(&mut self, index: u64, data: &[u8], oob: &[u8]) -> Result<()> {
+    /// Stores page `index`'s payload and OOB area; on file media with write-behind on and
+    /// `behind_allowed`, queues them ([`WriteBehind`]).
+    pub(crate) fn write(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        oob: &[u8],
+        behind_allowed: bool,
+    ) -> Result<()> {
         match self {
             Media::Ram(ram) => {
                 ram.write(index, data, oob);
                 Ok(())
             }
             Media::Compact(compact) => compact.write(index, data, oob).map_err(malformed),
-            Media::File(file) => file.write(index, data, oob),
+            Media::File(file) => file.write(index, data, oob, behind_allowed),
+        }
+    }
+
+    /// File media: turns write-behind on or off ([`WriteBehind`]); memory media ignore it.
+    pub(crate) fn set_write_behind(&mut self, on: bool) -> Result<()> {
+        match self {
+            Media::File(file) => file.set_write_behind(on),
+            Media::Ram(_) | Media::Compact(_) => Ok(()),
+        }
+    }
+
+    /// The write-behind queue of file media, if on.
+    pub(crate) fn write_behind(&self) -> Option<Arc<WriteBehind>> {
+        match self {
+            Media::File(file) => file.behind.clone(),
+            Media::Ram(_) | Media::Compact(_) => None,
         }
     }
 
@@ -158,8 +183,18 @@ impl Media {
         match self {
             Media::File(file) => Some(FileIo {
                 syncs: file.syncs.load(Ordering::Relaxed),
+                writes: file.io.writes + file.behind.as_ref().map_or(0, |behind| behind.writes()),
                 ..file.io
             }),
+            Media::Ram(_) | Media::Compact(_) => None,
+        }
+    }
+
+    /// File media: where page `index`'s slot lies, for a read made without borrowing the media
+    /// (counted as a read). `None` on memory media.
+    pub(crate) fn slot_source(&mut self, index: u64) -> Option<SlotSource> {
+        match self {
+            Media::File(file) => Some(file.slot_source(index)),
             Media::Ram(_) | Media::Compact(_) => None,
         }
     }
@@ -171,6 +206,7 @@ impl Media {
                 file: Arc::clone(&file.file),
                 path: file.path.clone(),
                 syncs: Arc::clone(&file.syncs),
+                behind: file.behind.clone(),
             }),
             Media::Ram(_) | Media::Compact(_) => None,
         }
@@ -189,6 +225,7 @@ impl Media {
         match self {
             Media::Ram(_) | Media::Compact(_) => Ok(()),
             Media::File(file) => {
+                file.drain()?;
                 file.syncs.fetch_add(1, Ordering::Relaxed);
                 file.file.sync_data().map_err(|source| {
                     FlashError::io(format!("sync {}", file.path.display()), source)
@@ -279,11 +316,15 @@ pub struct SyncHandle {
     file: Arc<File>,
     path: PathBuf,
     syncs: Arc<AtomicU64>,
+    behind: Option<Arc<WriteBehind>>,
 }
 
 impl SyncHandle {
-    /// `fdatasync` of the image.
+    /// `fdatasync` of the image, after writing what write-behind has queued.
     pub fn sync(&self) -> Result<()> {
+        if let Some(behind) = &self.behind {
+            behind.drain()?;
+        }
         self.syncs.fetch_add(1, Ordering::Relaxed);
         self.file
             .sync_data()
@@ -311,6 +352,21 @@ pub(crate) struct FileMedia {
     /// Writes and reads; syncs are in `syncs`, shared with [`SyncHandle`]s.
     io: FileIo,
     syncs: Arc<AtomicU64>,
+    /// Per block, erases since the media were opened, bumped before an erase reaches the file:
+    /// a read made without the flash's lock ([`crate::DetachedRead`]) compares it before and
+    /// after, since only an erase lets a page's bytes change.
+    erasures: Arc<[AtomicU32]>,
+    /// With write-behind on, programs queue their slots here ([`WriteBehind`]).
+    behind: Option<Arc<WriteBehind>>,
+}
+
+/// Where a page slot lies in a file image, for a read made without borrowing the media.
+pub(crate) struct SlotSource {
+    pub(crate) file: Arc<File>,
+    pub(crate) offset: u64,
+    pub(crate) slot_bytes: usize,
+    pub(crate) erasures: Arc<[AtomicU32]>,
+    pub(crate) behind: Option<Arc<WriteBehind>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -470,6 +526,47 @@ impl FileMedia {
             slot: vec![0u8; layout.slot_bytes as usize],
             io: FileIo::default(),
             syncs: Arc::new(AtomicU64::new(0)),
+            erasures: (0..geometry.blocks_total())
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+            behind: None,
+        }
+    }
+
+    /// Turns write-behind on or off (off drains the queue first).
+    pub(crate) fn set_write_behind(&mut self, on: bool) -> Result<()> {
+        match (on, &self.behind) {
+            (true, None) => {
+                self.behind = Some(Arc::new(WriteBehind::new(
+                    Arc::clone(&self.file),
+                    self.path.clone(),
+                    self.layout.slot_offset,
+                    self.layout.slot_bytes,
+                )));
+            }
+            (false, Some(behind)) => {
+                behind.drain()?;
+                self.behind = None;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Writes what write-behind has queued.
+    fn drain(&self) -> Result<()> {
+        self.behind.as_ref().map_or(Ok(()), |behind| behind.drain())
+    }
+
+    /// Where page `index`'s slot lies, for a read made elsewhere; counts it as a read.
+    pub(crate) fn slot_source(&mut self, index: u64) -> SlotSource {
+        self.io.reads += 1;
+        SlotSource {
+            file: Arc::clone(&self.file),
+            offset: self.layout.slot_at(index),
+            slot_bytes: self.layout.slot_bytes as usize,
+            erasures: Arc::clone(&self.erasures),
+            behind: self.behind.clone(),
         }
     }
 
@@ -534,6 +631,12 @@ impl FileMedia {
 
     /// Reads page `index`'s slot in one `pread` and splits it into payload and OOB area.
     fn read(&mut self, index: u64, data: &mut [u8], oob: &mut [u8]) -> Result<()> {
+        if let Some(queued) = self.behind.as_ref().and_then(|behind| behind.queued(index)) {
+            let (payload, area) = queued.split_at(data.len());
+            data.copy_from_slice(payload);
+            oob.copy_from_slice(&area[..oob.len()]);
+            return Ok(());
+        }
         self.io.reads += 1;
         self.file
             .read_exact_at(&mut self.slot, self.layout.slot_at(index))
@@ -547,7 +650,18 @@ impl FileMedia {
     }
 
     /// Writes page `index`'s payload and OOB area in one `pwrite` of its slot.
-    fn write(&mut self, index: u64, data: &[u8], oob: &[u8]) -> Result<()> {
+    fn write(&mut self, index: u64, data: &[u8], oob: &[u8], behind_allowed: bool) -> Result<()> {
+        if let Some(behind) = &self.behind {
+            if behind_allowed {
+                let mut slot = Vec::with_capacity(self.layout.slot_bytes as usize);
+                slot.extend_from_slice(data);
+                slot.extend_from_slice(oob);
+                slot.resize(self.layout.slot_bytes as usize, 0);
+                behind.queue(index, slot);
+                return Ok(());
+            }
+            behind.drain()?;
+        }
         let (payload, area) = self.slot.split_at_mut(data.len());
         payload.copy_from_slice(data);
         area[..oob.len()].copy_from_slice(oob);
@@ -565,6 +679,9 @@ impl FileMedia {
     /// a lower sequence belongs to a program before the erase, and opening the image treats
     /// such pages as erased.
     fn erase(&mut self, block_index: u64, erase_count: u32, erase_sequence: u64) -> Result<()> {
+        if let Some(erasures) = self.erasures.get(block_index as usize) {
+            erasures.fetch_add(1, Ordering::SeqCst);
+        }
         let mut entry = [0u8; BLOCK_ENTRY_BYTES as usize];
         entry[0..4].copy_from_slice(&erase_count.to_le_bytes());
         entry[8..16].copy_from_slice(&erase_sequence.to_le_bytes());
@@ -575,6 +692,14 @@ impl FileMedia {
                 self.layout.block_table_offset + block_index * BLOCK_ENTRY_BYTES,
             )
             .map_err(|source| FlashError::io(format!("erase in {}", self.path.display()), source))
+    }
+}
+
+impl Drop for FileMedia {
+    /// Writes what write-behind queued: a process that drops its device without closing it
+    /// leaves every program in the file, as without write-behind.
+    fn drop(&mut self) {
+        let _ = self.drain();
     }
 }
 

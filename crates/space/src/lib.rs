@@ -22,6 +22,7 @@ mod config;
 mod confine;
 #[cfg(test)]
 mod decoder_properties;
+mod detached;
 mod durable;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -36,6 +37,7 @@ use std::collections::BTreeMap;
 use kvssd_flash::{Flash, FlashError, Geometry, JobId, Lane, PageAddress, SimTime};
 
 pub use config::SpaceConfig;
+pub use detached::{DetachedRecord, RecordRead};
 pub use durable::{EraseHook, Part, OOB_KIND_SYSTEM, SYSTEM_OWNER};
 pub use layout::{
     RecordHeader, LARGE_HEADER_BYTES, OOB_KIND_DATA, OOB_KIND_LARGE, OOB_KIND_META,

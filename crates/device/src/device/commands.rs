@@ -3,9 +3,9 @@
 
 use std::collections::BTreeSet;
 
-use kvssd_engine::{Engine, EngineError};
-use kvssd_flash::{Lane, SimTime};
-use kvssd_space::Space;
+use kvssd_engine::{Engine, EngineError, Located};
+use kvssd_flash::{Lane, Purpose, SimTime};
+use kvssd_space::{DetachedRecord, RecordRead, Space};
 
 use super::{check_key, Core, Namespace};
 use crate::{
@@ -192,25 +192,44 @@ impl Core {
         check_key(key)?;
         let (space, engine) = self.split(id)?;
         let (value, t) = engine.get(space, at, key)?;
-        let Some(value) = value else {
-            return Ok((None, t));
-        };
-        let value_len = value.len();
-        let value = match range {
-            None => value,
-            Some(ByteRange { offset, len }) => {
-                let end = offset.checked_add(len).filter(|&end| end <= value_len);
-                let Some(end) = end else {
-                    return Err(DeviceError::RangeOutsideValue {
-                        offset,
-                        len,
-                        value_len,
-                    });
-                };
-                value[offset..end].to_vec()
+        Ok((value.map(|value| cut(value, range)).transpose()?, t))
+    }
+
+    /// A retrieve on untimed file media: the index is searched here, under the device's lock,
+    /// and a value on flash is left to read after it is released ([`Retrieval::Pending`]).
+    pub(super) fn retrieve_detached(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        key: &[u8],
+        range: Option<ByteRange>,
+    ) -> Result<Retrieval> {
+        check_key(key)?;
+        let (space, engine) = self.split(id)?;
+        let (located, t) = engine.locate(space, at, key)?;
+        let pointer = match located {
+            Located::Value(value) => {
+                return Ok(Retrieval::Done(
+                    value.map(|value| cut(value, range)).transpose()?,
+                    t,
+                ))
             }
+            Located::Record(pointer) => pointer,
         };
-        Ok((Some(Retrieved { value, value_len }), t))
+        match space.read_record_detached(t, pointer, Purpose::UserData)? {
+            RecordRead::Detached(record, done) => Ok(Retrieval::Pending(record, done)),
+            RecordRead::Ready(record, done) => {
+                // Pair assertion, as the engine's own GET makes it.
+                if record.key != key {
+                    return Err(EngineError::MalformedSegment {
+                        page: pointer.page().0,
+                        what: "value record carries another key than its index entry",
+                    }
+                    .into());
+                }
+                Ok(Retrieval::Done(Some(cut(record.value, range)?), done))
+            }
+        }
     }
 
     pub(super) fn delete(&mut self, at: SimTime, id: NamespaceId, key: &[u8]) -> Result<SimTime> {
@@ -277,4 +296,33 @@ impl Core {
         }
         Ok((answers, t))
     }
+}
+
+/// What [`Core::retrieve_detached`] left to do.
+pub(super) enum Retrieval {
+    /// The answer.
+    Done(Option<Retrieved>, SimTime),
+    /// A record to read without the lock; its key must be the key asked for. If the read
+    /// reports nothing, or another key, retrieve again under the lock.
+    Pending(DetachedRecord, SimTime),
+}
+
+/// The part of a value a retrieve asked for, with the whole value's length.
+pub(super) fn cut(value: Vec<u8>, range: Option<ByteRange>) -> Result<Retrieved> {
+    let value_len = value.len();
+    let value = match range {
+        None => value,
+        Some(ByteRange { offset, len }) => {
+            let end = offset.checked_add(len).filter(|&end| end <= value_len);
+            let Some(end) = end else {
+                return Err(DeviceError::RangeOutsideValue {
+                    offset,
+                    len,
+                    value_len,
+                });
+            };
+            value[offset..end].to_vec()
+        }
+    };
+    Ok(Retrieved { value, value_len })
 }

@@ -88,10 +88,7 @@ impl Device {
         };
         let mut core = core;
         core.size_index_cache();
-        Ok(Device {
-            core: Mutex::new(core),
-            syncing: super::logging::SyncGate::default(),
-        })
+        Device::assemble(core)
     }
 
     /// Formats a file (or block device) at `path` as a new device under a write-ahead log.

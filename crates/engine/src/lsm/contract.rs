@@ -6,7 +6,7 @@ use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
 use super::{LsmTree, Pairs, TreeSnapshot};
-use crate::contract::{Capabilities, Engine, EngineReport, LevelsView, Result};
+use crate::contract::{Capabilities, Engine, EngineReport, LevelsView, Located, Result};
 
 impl Engine for LsmTree {
     fn preset_name(&self) -> &'static str {
@@ -24,6 +24,10 @@ impl Engine for LsmTree {
         key: &[u8],
     ) -> Result<(Option<Vec<u8>>, SimTime)> {
         LsmTree::get(self, space, at, key)
+    }
+
+    fn locate(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<(Located, SimTime)> {
+        LsmTree::locate(self, space, at, key)
     }
 
     fn contains(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<(bool, SimTime)> {

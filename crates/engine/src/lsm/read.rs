@@ -10,7 +10,7 @@ use super::level::{Level, SearchMode};
 use super::segment;
 use super::segment::{Entry, SegmentPage};
 use super::{Found, LsmTree, Pairs, Picked, Result};
-use crate::EngineError;
+use crate::{EngineError, Located};
 
 impl LsmTree {
     /// Finds the newest version of `key`: L0, then each level's one candidate segment. Returns what
@@ -118,6 +118,27 @@ impl LsmTree {
         Ok((Found::Absent, t, meta_reads))
     }
 
+    /// Finds where the newest version of `key` is without reading its value: in DRAM (L0 or an
+    /// immutable buffer), absent or deleted, or a record on flash. Counts the GET's meta reads.
+    pub fn locate(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        key: &[u8],
+    ) -> Result<(Located, SimTime)> {
+        self.check_key(key)?;
+        let (found, t, meta_reads) = self.lookup(space, at, key, Purpose::Index)?;
+        self.last_get_meta_reads = meta_reads;
+        self.gets.record(meta_reads);
+        let located = match found {
+            Found::Absent => Located::Value(None),
+            Found::L0(value) => Located::Value(value),
+            Found::Level { entry, .. } if entry.is_tombstone() => Located::Value(None),
+            Found::Level { entry, .. } => Located::Record(RecordPointer::from_raw(entry.pointer)),
+        };
+        Ok((located, t))
+    }
+
     /// Reads the value of the newest version of `key`, or `None` if it has none (never stored or
     /// deleted). Returns when the value is at the controller.
     pub fn get(
@@ -126,33 +147,21 @@ impl LsmTree {
         at: SimTime,
         key: &[u8],
     ) -> Result<(Option<Vec<u8>>, SimTime)> {
-        self.check_key(key)?;
-        let (found, mut t, meta_reads) = self.lookup(space, at, key, Purpose::Index)?;
-        self.last_get_meta_reads = meta_reads;
-        self.gets.record(meta_reads);
-        let value = match found {
-            Found::Absent => None,
-            Found::L0(value) => value,
-            Found::Level { entry, .. } => {
-                if entry.is_tombstone() {
-                    None
-                } else {
-                    t = self.charge(space, t);
-                    let (record, done) = space.read_record(
-                        t,
-                        RecordPointer::from_raw(entry.pointer),
-                        Purpose::UserData,
-                    )?;
-                    t = done;
-                    // Pair assertion: the record carries the key the index filed it under.
-                    if record.key != key {
-                        return Err(EngineError::MalformedSegment {
-                            page: RecordPointer::from_raw(entry.pointer).page().0,
-                            what: "value record carries another key than its index entry",
-                        });
-                    }
-                    Some(record.value)
+        let (located, mut t) = self.locate(space, at, key)?;
+        let value = match located {
+            Located::Value(value) => value,
+            Located::Record(pointer) => {
+                t = self.charge(space, t);
+                let (record, done) = space.read_record(t, pointer, Purpose::UserData)?;
+                t = done;
+                // Pair assertion: the record carries the key the index filed it under.
+                if record.key != key {
+                    return Err(EngineError::MalformedSegment {
+                        page: pointer.page().0,
+                        what: "value record carries another key than its index entry",
+                    });
                 }
+                Some(record.value)
             }
         };
         Ok((value, self.charge(space, t)))

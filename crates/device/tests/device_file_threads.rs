@@ -1,0 +1,135 @@
+//! Several threads on one device on a real file: retrieves read their values after releasing the
+//! device's lock, and programs reach the file after the command releases it. While GC erases and
+//! reuses blocks under them, every retrieve must see its own thread's latest store and a value
+//! some store of that key wrote; after a close and a reopen, every last store must be there.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use kvssd_device::{Device, DeviceConfig, Durability, NamespaceSpec, StoreMode, SyncPolicy};
+use kvssd_engine::Preset;
+use kvssd_flash::{Profile, Purpose};
+
+const THREADS: usize = 4;
+const KEYS_PER_THREAD: usize = 12;
+const ROUNDS: u32 = 1_000;
+
+fn key(thread: usize, slot: usize) -> Vec<u8> {
+    format!("t{thread}-key{slot:02}").into_bytes()
+}
+
+fn value(thread: usize, slot: usize, version: u32) -> Vec<u8> {
+    // Padded so that a few thousand stores fill the tiny card several times over.
+    format!("t{thread}-key{slot:02} version {version:06}{:>100}", "").into_bytes()
+}
+
+fn version_of(thread: usize, slot: usize, found: &[u8]) -> u32 {
+    let text = std::str::from_utf8(found).expect("values are text");
+    let (owner, version) = text.split_once(" version ").expect("a value names its key");
+    assert_eq!(
+        owner.as_bytes(),
+        key(thread, slot),
+        "a value of another key"
+    );
+    version.trim_end().parse().expect("a version")
+}
+
+#[test]
+fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
+    for preset in [Preset::Pink, Preset::Lightstore] {
+        let path = std::env::temp_dir().join(format!(
+            "kvssd-device-file-threads-{}-{}.img",
+            std::process::id(),
+            preset.name()
+        ));
+        let _ = std::fs::remove_file(&path);
+        let mut config = DeviceConfig::test_min();
+        config.durability = Durability::WriteAheadLog(SyncPolicy::None);
+        let profile = Profile::test_min();
+        let device = Arc::new(
+            Device::create(&path, profile.geometry, None, config.clone()).expect("create"),
+        );
+        let namespace = device
+            .create_namespace(NamespaceSpec::new(preset))
+            .expect("namespace");
+        let latest: Arc<Vec<AtomicU32>> = Arc::new(
+            (0..THREADS * KEYS_PER_THREAD)
+                .map(|_| AtomicU32::new(0))
+                .collect(),
+        );
+        let workers: Vec<_> = (0..THREADS)
+            .map(|thread| {
+                let device = Arc::clone(&device);
+                let latest = Arc::clone(&latest);
+                std::thread::spawn(move || {
+                    for round in 1..=ROUNDS {
+                        let slot = (round as usize * 5 + thread) % KEYS_PER_THREAD;
+                        device
+                            .store(
+                                0,
+                                namespace,
+                                &key(thread, slot),
+                                &value(thread, slot, round),
+                                StoreMode::Upsert,
+                            )
+                            .expect("store");
+                        latest[thread * KEYS_PER_THREAD + slot].store(round, Ordering::SeqCst);
+                        // Own keys: exactly the latest store.
+                        let own = (round as usize * 7) % KEYS_PER_THREAD;
+                        let expected =
+                            latest[thread * KEYS_PER_THREAD + own].load(Ordering::SeqCst);
+                        let found = device
+                            .retrieve(0, namespace, &key(thread, own), None)
+                            .expect("retrieve")
+                            .0;
+                        match found {
+                            Some(found) => assert_eq!(
+                                version_of(thread, own, &found.value),
+                                expected,
+                                "{preset:?}: thread {thread} key {own}"
+                            ),
+                            None => assert_eq!(expected, 0, "{preset:?}: a stored key is gone"),
+                        }
+                        // Another thread's key: a version that thread stored, not newer than
+                        // what it has stored by now.
+                        let other = (thread + 1 + round as usize) % THREADS;
+                        let slot = round as usize % KEYS_PER_THREAD;
+                        let found = device
+                            .retrieve(0, namespace, &key(other, slot), None)
+                            .expect("retrieve")
+                            .0;
+                        let newest = latest[other * KEYS_PER_THREAD + slot].load(Ordering::SeqCst);
+                        if let Some(found) = found {
+                            let version = version_of(other, slot, &found.value);
+                            assert!(version <= newest.max(ROUNDS), "{preset:?}");
+                        }
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("worker");
+        }
+        let stats = device.stats().expect("stats");
+        assert!(
+            stats.flash.of(Purpose::Gc).erases > 0,
+            "{preset:?}: GC never erased a block, so reads never raced an erase"
+        );
+        let device = Arc::into_inner(device).expect("the workers are done");
+        device.close(0).expect("close");
+        let device = Device::open_path(&path, None, config).expect("reopen");
+        for thread in 0..THREADS {
+            for slot in 0..KEYS_PER_THREAD {
+                let expected = latest[thread * KEYS_PER_THREAD + slot].load(Ordering::SeqCst);
+                let found = device
+                    .retrieve(0, namespace, &key(thread, slot), None)
+                    .expect("retrieve")
+                    .0
+                    .map(|found| version_of(thread, slot, &found.value));
+                assert_eq!(found, (expected > 0).then_some(expected), "{preset:?}");
+            }
+        }
+        drop(device);
+        let _ = std::fs::remove_file(&path);
+    }
+}

@@ -1,0 +1,113 @@
+//! Page reads on file media made without the flash's lock: the read is issued (timed, counted)
+//! under it and its `pread` runs after, so that a device can serve reads in parallel.
+//!
+//! A page's bytes in a file image change only when it is programmed again, which needs its block
+//! erased first; the media bump a per-block erase count before an erase reaches the file. A
+//! detached read notes that count when it is issued and compares it after its `pread`: unchanged,
+//! the bytes it read are those the page held when the read was issued. Changed, or failing its
+//! checksum, the read reports nothing and the caller reads again under the lock, where the retry
+//! policy and the typed errors apply.
+
+use std::sync::atomic::Ordering;
+
+use crate::media::SlotSource;
+use crate::trailer::{page_crc, Trailer, PAGE_MAGIC};
+use crate::{Flash, FlashError, PageAddress, Purpose, Result, SimTime};
+
+/// A page read issued on file media whose `pread` has not run yet ([`Flash::read_detached`]).
+pub struct DetachedRead {
+    source: SlotSource,
+    page: PageAddress,
+    index: u64,
+    block: usize,
+    erasures_at_issue: u32,
+    erase_sequence: u64,
+    page_bytes: usize,
+}
+
+impl Flash {
+    /// On file media with no faults injected: issues a read of `page` at `at` exactly as
+    /// [`Flash::read`] does (the same checks, time and counters) and returns it detached, with
+    /// when it completes, for [`DetachedRead::run`] to perform without borrowing the flash.
+    /// `None` (nothing issued) on other media or while faults are injected.
+    pub fn read_detached(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+    ) -> Result<Option<(DetachedRead, SimTime)>> {
+        if !self.detachable() {
+            return Ok(None);
+        }
+        let slot = self.readable_slot(page)?;
+        let index = self.geometry().page_index(page);
+        let Some(source) = self.slot_source(index) else {
+            return Ok(None);
+        };
+        let erasures_at_issue = source
+            .erasures
+            .get(slot)
+            .map_or(0, |count| count.load(Ordering::SeqCst));
+        self.count_operation();
+        let done_at = self.time_read(at, page, purpose);
+        let read = DetachedRead {
+            source,
+            page,
+            index,
+            block: slot,
+            erasures_at_issue,
+            erase_sequence: self.erase_sequence_of(slot),
+            page_bytes: self.geometry().page_bytes as usize,
+        };
+        Ok(Some((read, done_at)))
+    }
+}
+
+impl DetachedRead {
+    /// The page read.
+    pub fn page(&self) -> PageAddress {
+        self.page
+    }
+
+    /// Reads the page's slot in one `pread` and verifies it: its payload, or `None` if its block
+    /// was erased since the read was issued or the page fails its checksum (read it again under
+    /// the lock). Errors only if the file cannot be read.
+    pub fn run(&self) -> Result<Option<Vec<u8>>> {
+        let queued = self
+            .source
+            .behind
+            .as_ref()
+            .and_then(|behind| behind.queued(self.index));
+        let mut slot = match queued {
+            Some(queued) => queued.as_ref().clone(),
+            None => {
+                let mut slot = vec![0u8; self.source.slot_bytes];
+                std::os::unix::fs::FileExt::read_exact_at(
+                    &*self.source.file,
+                    &mut slot,
+                    self.source.offset,
+                )
+                .map_err(|source| {
+                    FlashError::io("read page of a file image".to_string(), source)
+                })?;
+                slot
+            }
+        };
+        let (data, oob) = slot.split_at(self.page_bytes);
+        let trailer = Trailer::decode(oob);
+        let user_oob = &oob[crate::OOB_RESERVED_BYTES as usize..];
+        let current = trailer.magic == PAGE_MAGIC
+            && trailer.sequence >= self.erase_sequence
+            && trailer.crc == page_crc(data, user_oob, self.index, trailer.sequence);
+        let erasures = self
+            .source
+            .erasures
+            .get(self.block)
+            .map_or(0, |count| count.load(Ordering::SeqCst));
+        if !current || erasures != self.erasures_at_issue {
+            return Ok(None);
+        }
+        slot.truncate(self.page_bytes);
+        Ok(Some(slot))
+    }
+}

@@ -1,0 +1,151 @@
+//! Page writes to a file image made after the flash's lock is released.
+//!
+//! With write-behind on ([`crate::Flash::set_write_behind`]), a program on file media places the
+//! page's slot in a queue instead of calling `pwrite`; [`WriteBehind::drain`], called by whoever
+//! holds a handle once it has released its own locks, writes the queued slots. Until a slot is
+//! written, reads take it from the queue, so no reader ever sees the file without it. A slot
+//! leaves the queue only after its `pwrite` returned, and only if it was not replaced meanwhile.
+//! One drain runs at a time, so two versions of a slot never race to the file. A sync drains
+//! first, so it covers every program made before it, as without write-behind.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use crate::{FlashError, Result};
+
+/// The queue of page slots programmed but not yet written to the file. Shared by the file media
+/// and the handles ([`crate::Flash::write_behind`]) that drain it.
+pub struct WriteBehind {
+    file: Arc<File>,
+    path: PathBuf,
+    slot_offset: u64,
+    slot_bytes: u64,
+    /// Queued slots by page index.
+    queued: Mutex<BTreeMap<u64, Arc<Vec<u8>>>>,
+    /// Held while a drain writes: drains run one at a time. It keeps the first write error, which
+    /// every later drain (and so every sync) reports.
+    draining: Mutex<Option<String>>,
+    writes: std::sync::atomic::AtomicU64,
+    queued_total: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The queue's invariants hold between statements; a panic elsewhere leaves it usable.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl WriteBehind {
+    pub(crate) fn new(file: Arc<File>, path: PathBuf, slot_offset: u64, slot_bytes: u64) -> Self {
+        WriteBehind {
+            file,
+            path,
+            slot_offset,
+            slot_bytes,
+            queued: Mutex::new(BTreeMap::new()),
+            draining: Mutex::new(None),
+            writes: std::sync::atomic::AtomicU64::new(0),
+            queued_total: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Queues page `index`'s slot (payload then OOB area), replacing an older queued version.
+    pub(crate) fn queue(&self, index: u64, slot: Vec<u8>) {
+        lock(&self.queued).insert(index, Arc::new(slot));
+        self.queued_total
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Slots queued since the queue was made: a caller that saw it unchanged across its work
+    /// queued nothing, and need not drain.
+    pub fn queued_total(&self) -> u64 {
+        self.queued_total.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Page `index`'s queued slot, if it has not reached the file yet.
+    pub(crate) fn queued(&self, index: u64) -> Option<Arc<Vec<u8>>> {
+        lock(&self.queued).get(&index).cloned()
+    }
+
+    /// Slots queued and not yet written.
+    pub fn pending(&self) -> usize {
+        lock(&self.queued).len()
+    }
+
+    /// `pwrite` calls made by drains.
+    pub(crate) fn writes(&self) -> u64 {
+        self.writes.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The first write a drain failed, as an error (`Ok` if none has).
+    pub fn failure(&self) -> Result<()> {
+        match lock(&self.draining).as_ref() {
+            Some(message) => Err(FlashError::io(
+                message.clone(),
+                std::io::Error::other("a queued page write failed"),
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// Writes every slot queued when it starts (and any queued while it runs, until none is
+    /// left), after any drain already running. Returns the first write error any drain met.
+    pub fn drain(&self) -> Result<()> {
+        let mut failed = lock(&self.draining);
+        loop {
+            let batch: Vec<(u64, Arc<Vec<u8>>)> = lock(&self.queued)
+                .iter()
+                .map(|(&index, slot)| (index, Arc::clone(slot)))
+                .collect();
+            if batch.is_empty() || failed.is_some() {
+                break;
+            }
+            // Slots of consecutive pages lie end to end in the file: each run of them is one
+            // `pwrite`.
+            let mut run: Vec<u8> = Vec::new();
+            let mut start = 0;
+            while start < batch.len() {
+                let mut end = start + 1;
+                while end < batch.len() && batch[end].0 == batch[end - 1].0 + 1 {
+                    end += 1;
+                }
+                let offset = self.slot_offset + batch[start].0 * self.slot_bytes;
+                let bytes: &[u8] = if end - start == 1 {
+                    &batch[start].1
+                } else {
+                    run.clear();
+                    for (_, slot) in &batch[start..end] {
+                        run.extend_from_slice(slot);
+                    }
+                    &run
+                };
+                self.writes
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if let Err(error) = self.file.write_all_at(bytes, offset) {
+                    *failed = Some(format!("write page of {}: {error}", self.path.display()));
+                    break;
+                }
+                let mut queued = lock(&self.queued);
+                for (index, slot) in &batch[start..end] {
+                    if queued
+                        .get(index)
+                        .is_some_and(|current| Arc::ptr_eq(current, slot))
+                    {
+                        queued.remove(index);
+                    }
+                }
+                drop(queued);
+                start = end;
+            }
+        }
+        match failed.as_ref() {
+            Some(message) => Err(FlashError::io(
+                message.clone(),
+                std::io::Error::other("a queued page write failed"),
+            )),
+            None => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! File media I/O made without the flash's lock: programs queued by write-behind and written by a
+//! drain, and reads issued under the lock and performed after it.
+
+use kvssd_flash::{BlockAddress, Flash, Geometry, Profile, Purpose};
+
+fn geometry() -> Geometry {
+    Profile::test_min().geometry
+}
+
+fn page(byte: u8) -> Vec<u8> {
+    vec![byte; geometry().page_bytes as usize]
+}
+
+fn read(flash: &mut Flash, block: BlockAddress, number: u32) -> Vec<u8> {
+    let mut back = page(0);
+    let mut oob = [0u8; 4];
+    flash
+        .read(
+            0,
+            block.page(number),
+            Purpose::UserData,
+            &mut back,
+            &mut oob,
+        )
+        .expect("read");
+    back
+}
+
+#[test]
+fn write_behind_queues_programs_until_drained_and_reads_see_them_meanwhile() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 1, block: 2 };
+    let mut flash = Flash::create(&path, geometry(), None).expect("create");
+    flash.set_write_behind(true).expect("write-behind on");
+    let queue = flash.write_behind().expect("file media have a queue");
+    let writes = flash.file_io().expect("file media").writes;
+    for number in 0..3u8 {
+        flash
+            .program(
+                0,
+                block.page(u32::from(number)),
+                Purpose::UserData,
+                &page(number + 1),
+                &[number; 4],
+            )
+            .expect("program");
+    }
+    assert_eq!(queue.pending(), 3, "programs wait in the queue");
+    assert_eq!(flash.file_io().expect("file media").writes, writes);
+    assert_eq!(
+        read(&mut flash, block, 1),
+        page(2),
+        "a read takes a queued page"
+    );
+
+    let before_drain = Flash::open(&path, None, None).expect("open the image beside it");
+    assert_eq!(
+        before_drain.programmed_pages(block).expect("block"),
+        0,
+        "nothing reached the file yet"
+    );
+    drop(before_drain);
+
+    queue.drain().expect("drain");
+    assert_eq!(queue.pending(), 0);
+    assert_eq!(
+        flash.file_io().expect("file media").writes - writes,
+        1,
+        "three consecutive pages go out in one write"
+    );
+    let mut reopened = Flash::open(&path, None, None).expect("reopen");
+    assert_eq!(reopened.programmed_pages(block).expect("block"), 3);
+    for number in 0..3u8 {
+        assert_eq!(
+            read(&mut reopened, block, u32::from(number)),
+            page(number + 1)
+        );
+    }
+}
+
+#[test]
+fn dropping_the_flash_writes_what_is_queued() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 0, block: 1 };
+    {
+        let mut flash = Flash::create(&path, geometry(), None).expect("create");
+        flash.set_write_behind(true).expect("write-behind on");
+        flash
+            .program(0, block.page(0), Purpose::UserData, &page(9), &[1; 4])
+            .expect("program");
+    }
+    let mut reopened = Flash::open(&path, None, None).expect("reopen");
+    assert_eq!(read(&mut reopened, block, 0), page(9));
+}
+
+#[test]
+fn a_detached_read_returns_the_page_and_refuses_one_erased_since_it_was_issued() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 2, block: 4 };
+    let mut flash = Flash::create(&path, geometry(), None).expect("create");
+    flash
+        .program(0, block.page(0), Purpose::UserData, &page(5), &[0; 4])
+        .expect("program");
+    let reads = flash.counters().of(Purpose::UserData).reads;
+    let (read, _) = flash
+        .read_detached(0, block.page(0), Purpose::UserData)
+        .expect("issue")
+        .expect("file media detach reads");
+    assert_eq!(
+        flash.counters().of(Purpose::UserData).reads,
+        reads + 1,
+        "the read is counted when issued"
+    );
+    assert_eq!(read.run().expect("read"), Some(page(5)));
+
+    // Erased and programmed again after the read was issued: the read reports nothing, whether
+    // the new bytes are still queued or already in the file.
+    for behind in [false, true] {
+        flash.set_write_behind(behind).expect("write-behind");
+        let (read, _) = flash
+            .read_detached(0, block.page(0), Purpose::UserData)
+            .expect("issue")
+            .expect("detached");
+        flash.erase(0, block, Purpose::Gc).expect("erase");
+        flash
+            .program(0, block.page(0), Purpose::UserData, &page(6), &[0; 4])
+            .expect("program");
+        assert_eq!(read.run().expect("read"), None, "write-behind {behind}");
+        let (again, _) = flash
+            .read_detached(0, block.page(0), Purpose::UserData)
+            .expect("issue")
+            .expect("detached");
+        assert_eq!(again.run().expect("read"), Some(page(6)));
+        flash.set_write_behind(false).expect("drain");
+        let (read, _) = flash
+            .read_detached(0, block.page(0), Purpose::UserData)
+            .expect("issue")
+            .expect("detached");
+        flash.erase(0, block, Purpose::Gc).expect("erase");
+        flash
+            .program(0, block.page(0), Purpose::UserData, &page(5), &[0; 4])
+            .expect("program");
+        assert_eq!(read.run().expect("read"), None);
+    }
+}
+
+#[test]
+fn memory_media_detach_no_read() {
+    let profile = Profile::test_min();
+    let mut flash = Flash::new(profile.geometry, None).expect("flash");
+    let block = BlockAddress { die: 0, block: 0 };
+    flash
+        .program(0, block.page(0), Purpose::UserData, &page(1), &[0; 4])
+        .expect("program");
+    assert!(flash
+        .read_detached(0, block.page(0), Purpose::UserData)
+        .expect("issue")
+        .is_none());
+}
