@@ -99,6 +99,9 @@ pub struct Device {
     /// On untimed file media, the pages commands programmed, written to the file after the
     /// command releases the lock ([`Locked`]).
     behind: Option<Arc<WriteBehind>>,
+    /// `SyncPolicy::EveryCommand` on file media: a logged command syncs after releasing the
+    /// lock ([`Device::sync`], so concurrent commands share syncs).
+    sync_after_commands: bool,
 }
 
 /// The device's lock, held for one command. Dropping it releases the lock and then writes the
@@ -209,16 +212,34 @@ impl Device {
     /// command releases the lock.
     fn assemble(mut core: Core) -> Result<Device> {
         let mut behind = None;
+        let mut sync_after_commands = false;
         if core.unlocked_file_io {
             let flash = core.space.flash_mut();
             flash.set_write_behind(true).map_err(SpaceError::from)?;
             behind = flash.write_behind();
+            if let Some(shared) = &core.journal {
+                let mut journal = shared.lock().map_err(poisoned)?;
+                if journal.sync == crate::SyncPolicy::EveryCommand {
+                    journal.every_command_after_unlock = true;
+                    sync_after_commands = true;
+                }
+            }
         }
         Ok(Device {
             core: Mutex::new(core),
             syncing: logging::SyncGate::default(),
             behind,
+            sync_after_commands,
         })
+    }
+
+    /// After a logged command returned `done`: under `EveryCommand` on file media, the sync that
+    /// makes it durable, shared with concurrent commands (the lock is released by now).
+    fn durable_after(&self, done: SimTime) -> Result<SimTime> {
+        if self.sync_after_commands {
+            return self.sync(done);
+        }
+        Ok(done)
     }
 
     fn lock(&self) -> Result<Locked<'_>> {
@@ -305,7 +326,9 @@ impl Device {
     ) -> Result<SimTime> {
         let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
-        core.store(at, namespace, key, value, mode)
+        let done = core.store(at, namespace, key, value, mode)?;
+        drop(core);
+        self.durable_after(done)
     }
 
     /// The value of `key` (or `range` of it), with the whole value's length; `None` if absent.
@@ -337,7 +360,9 @@ impl Device {
     pub fn delete(&self, at: SimTime, namespace: NamespaceId, key: &[u8]) -> Result<SimTime> {
         let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
-        core.delete(at, namespace, key)
+        let done = core.delete(at, namespace, key)?;
+        drop(core);
+        self.durable_after(done)
     }
 
     /// Whether each key has a value, one answer per key, in order.
@@ -369,7 +394,9 @@ impl Device {
     pub fn batch(&self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
         let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, operations.len());
-        core.batch(at, operations)
+        let done = core.batch(at, operations)?;
+        drop(core);
+        self.durable_after(done)
     }
 
     /// Opens an iterator over a snapshot of the namespace as it is now, positioned at its start.

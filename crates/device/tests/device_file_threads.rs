@@ -74,6 +74,11 @@ fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
                             )
                             .expect("store");
                         latest[thread * KEYS_PER_THREAD + slot].store(round, Ordering::SeqCst);
+                        // How often L0 fills depends on how the threads interleave; flushing
+                        // as well makes sure data pages are written, so GC has blocks to erase.
+                        if round % 10 == 0 {
+                            device.flush_all(0).expect("flush");
+                        }
                         // Own keys: exactly the latest store.
                         let own = (round as usize * 7) % KEYS_PER_THREAD;
                         let expected =
@@ -132,4 +137,73 @@ fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
         drop(device);
         let _ = std::fs::remove_file(&path);
     }
+}
+
+#[test]
+fn device_file_every_command_returns_durable_with_the_sync_outside_the_lock() {
+    let path = std::env::temp_dir().join(format!(
+        "kvssd-device-file-every-{}.img",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let mut config = DeviceConfig::test_min();
+    config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
+    let profile = Profile::test_min();
+    let device =
+        Arc::new(Device::create(&path, profile.geometry, None, config.clone()).expect("create"));
+    let namespace = device
+        .create_namespace(NamespaceSpec::new(Preset::Pink))
+        .expect("namespace");
+    // One writer: every store is durable when it returns, and nothing else is logged.
+    for round in 1..=50 {
+        let syncs = device.durability_counts().expect("counts").media_syncs;
+        device
+            .store(
+                0,
+                namespace,
+                &key(0, 0),
+                &value(0, 0, round),
+                StoreMode::Upsert,
+            )
+            .expect("store");
+        assert_eq!(
+            device.durable_sequence().expect("durable"),
+            device.logged_sequence().expect("logged"),
+            "round {round}: a store returned before its record was durable"
+        );
+        assert!(device.durability_counts().expect("counts").media_syncs > syncs);
+    }
+    // Several writers: the first record logged after a writer looked at the log is at most its
+    // own store's, so once the store returns the durable sequence must have reached it.
+    let workers: Vec<_> = (1..4)
+        .map(|thread| {
+            let device = Arc::clone(&device);
+            std::thread::spawn(move || {
+                for round in 1..=100 {
+                    let before = device.logged_sequence().expect("logged");
+                    let slot = round as usize % KEYS_PER_THREAD;
+                    device
+                        .store(
+                            0,
+                            namespace,
+                            &key(thread, slot),
+                            &value(thread, slot, round),
+                            StoreMode::Upsert,
+                        )
+                        .expect("store");
+                    let first_after = before.map_or(0, |lsn| lsn + 1);
+                    let durable = device.durable_sequence().expect("durable");
+                    assert!(
+                        durable >= Some(first_after),
+                        "thread {thread} round {round}: durable {durable:?}, logged before {before:?}"
+                    );
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("worker");
+    }
+    drop(device);
+    let _ = std::fs::remove_file(&path);
 }

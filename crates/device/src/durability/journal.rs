@@ -73,6 +73,9 @@ pub(crate) struct Journal {
     log_next_page: u32,
     writer: LogWriter,
     pending_records: u32,
+    /// `EveryCommand` kept by the device syncing after each command releases its lock (file
+    /// media): the log itself then writes as under `None` ([`Journal::policy`]).
+    pub(crate) every_command_after_unlock: bool,
     /// Sequence number of the newest record known durable.
     pub(crate) durable_lsn: Option<u64>,
     /// The sequence number the next record gets.
@@ -149,6 +152,7 @@ impl Journal {
             log_next_page: 0,
             writer,
             pending_records: 0,
+            every_command_after_unlock: false,
             durable_lsn: None,
             next_lsn: 0,
             next_namespace: 1,
@@ -181,6 +185,16 @@ impl Journal {
         self.log_id = root.log_id;
         self.log_blocks = root.log_blocks.clone();
         self.log_next_page = self.pages_per_block;
+    }
+
+    /// How the log writes: its policy, or `None` for an `EveryCommand` the device keeps by
+    /// syncing after each command ([`Journal::every_command_after_unlock`]).
+    fn policy(&self) -> SyncPolicy {
+        if self.every_command_after_unlock {
+            SyncPolicy::None
+        } else {
+            self.sync
+        }
     }
 
     /// Pages the log holds (programmed or being filled).
@@ -275,7 +289,7 @@ impl Journal {
             // Recovery must know of the block before any record in it can be acknowledged.
             // Under `SyncPolicy::None` no record is acknowledged before the next sync, which
             // covers this copy too: it is written, and synced with the records.
-            if self.sync == SyncPolicy::None && self.sync_media {
+            if self.policy() == SyncPolicy::None && self.sync_media {
                 t = self.program_root(space, t)?;
                 self.mark_unsynced();
             } else {
@@ -304,7 +318,7 @@ impl Journal {
         let bytes = crate::durability::wal::encode(lsn, record);
         let mut pages = self.writer.append(&bytes).map_err(log_error)?;
         self.pending_records += 1;
-        let flush = match self.sync {
+        let flush = match self.policy() {
             SyncPolicy::EveryCommand => true,
             SyncPolicy::GroupCommit { max_records } => self.pending_records >= max_records.max(1),
             SyncPolicy::None => false,
@@ -322,7 +336,7 @@ impl Journal {
             // Under `SyncPolicy::None` a page that fills is written, not synced: the policy asks
             // for no sync, so its records become durable at the next sync (on media without a
             // write cache, at once).
-            if flush || self.sync != SyncPolicy::None || !self.sync_media {
+            if flush || self.policy() != SyncPolicy::None || !self.sync_media {
                 self.sync_flash(space)?;
                 if flush {
                     self.pending_records = 0;
