@@ -454,6 +454,9 @@ impl Journal {
             }
             next_page += 1;
         }
+        // The pages must be on stable storage before a copy of the superblock names them: a
+        // medium that writes in any order could otherwise keep the copy and lose the pages.
+        self.sync_flash(space)?;
         let new_blocks: Vec<u64> = extents.iter().map(|extent| extent.block).collect();
         let old_ckpt: Vec<u64> = self
             .ckpt_blocks
