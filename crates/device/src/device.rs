@@ -51,6 +51,9 @@ pub(crate) struct Core {
     /// ([`kvssd_flash::DetachedRead`]) and programs reach the file after it ([`Locked`]), so
     /// commands overlap their file I/O.
     unlocked_file_io: bool,
+    /// On file media: the log has reached its limit and the next command that releases the
+    /// lock writes a checkpoint ([`Device::after_command`]).
+    checkpoint_due: bool,
     namespaces: BTreeMap<u32, Namespace>,
     next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
@@ -166,6 +169,7 @@ impl Core {
             value_bytes_max,
             periodic_values_only,
             unlocked_file_io,
+            checkpoint_due: false,
             namespaces: BTreeMap::new(),
             next_namespace: 1,
             iterators: BTreeMap::new(),
@@ -233,9 +237,27 @@ impl Device {
         })
     }
 
-    /// After a logged command returned `done`: under `EveryCommand` on file media, the sync that
-    /// makes it durable, shared with concurrent commands (the lock is released by now).
-    fn durable_after(&self, done: SimTime) -> Result<SimTime> {
+    /// After a logged command returned `done` and released the lock `core`: on file media, a
+    /// checkpoint that came due (after syncing the file without the lock, so the checkpoint's
+    /// own syncs find little left to write), then under `EveryCommand` the sync that makes the
+    /// command durable, shared with concurrent commands.
+    fn after_command(&self, core: Locked<'_>, done: SimTime) -> Result<SimTime> {
+        let handle = if core.checkpoint_due {
+            core.space.flash().sync_handle()
+        } else {
+            None
+        };
+        let due = core.checkpoint_due;
+        drop(core);
+        if due {
+            if let Some(handle) = handle {
+                handle.sync().map_err(SpaceError::from)?;
+            }
+            let mut core = self.lock()?;
+            if core.checkpoint_due {
+                core.full_checkpoint(done)?;
+            }
+        }
         if self.sync_after_commands {
             return self.sync(done);
         }
@@ -327,8 +349,7 @@ impl Device {
         let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
         let done = core.store(at, namespace, key, value, mode)?;
-        drop(core);
-        self.durable_after(done)
+        self.after_command(core, done)
     }
 
     /// The value of `key` (or `range` of it), with the whole value's length; `None` if absent.
@@ -361,8 +382,7 @@ impl Device {
         let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, 1);
         let done = core.delete(at, namespace, key)?;
-        drop(core);
-        self.durable_after(done)
+        self.after_command(core, done)
     }
 
     /// Whether each key has a value, one answer per key, in order.
@@ -395,8 +415,7 @@ impl Device {
         let mut core = self.lock_at(at)?;
         let at = core.begin_command(at, operations.len());
         let done = core.batch(at, operations)?;
-        drop(core);
-        self.durable_after(done)
+        self.after_command(core, done)
     }
 
     /// Opens an iterator over a snapshot of the namespace as it is now, positioned at its start.

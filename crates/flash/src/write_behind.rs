@@ -28,6 +28,8 @@ pub struct WriteBehind {
     /// Held while a drain writes: drains run one at a time. It keeps the first write error, which
     /// every later drain (and so every sync) reports.
     draining: Mutex<Option<String>>,
+    /// Whether a write failed (so that [`WriteBehind::failure`] need not wait for a drain).
+    failed: std::sync::atomic::AtomicBool,
     writes: std::sync::atomic::AtomicU64,
     queued_total: std::sync::atomic::AtomicU64,
 }
@@ -46,6 +48,7 @@ impl WriteBehind {
             slot_bytes,
             queued: Mutex::new(BTreeMap::new()),
             draining: Mutex::new(None),
+            failed: std::sync::atomic::AtomicBool::new(false),
             writes: std::sync::atomic::AtomicU64::new(0),
             queued_total: std::sync::atomic::AtomicU64::new(0),
         }
@@ -81,6 +84,9 @@ impl WriteBehind {
 
     /// The first write a drain failed, as an error (`Ok` if none has).
     pub fn failure(&self) -> Result<()> {
+        if !self.failed.load(std::sync::atomic::Ordering::Acquire) {
+            return Ok(());
+        }
         match lock(&self.draining).as_ref() {
             Some(message) => Err(FlashError::io(
                 message.clone(),
@@ -125,6 +131,8 @@ impl WriteBehind {
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if let Err(error) = self.file.write_all_at(bytes, offset) {
                     *failed = Some(format!("write page of {}: {error}", self.path.display()));
+                    self.failed
+                        .store(true, std::sync::atomic::Ordering::Release);
                     break;
                 }
                 let mut queued = lock(&self.queued);

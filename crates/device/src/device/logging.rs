@@ -48,6 +48,7 @@ impl Core {
         self.space.set_replay_lsn(next_lsn);
         let t = journal.checkpoint(&mut self.space, at, true)?;
         drop(journal);
+        self.checkpoint_due = false;
         Ok(t)
     }
 
@@ -145,6 +146,13 @@ impl Core {
         let limit = floor.max(CHECKPOINT_LOG_RATIO * journal.checkpoint_pages());
         let due = journal.log_pages() >= limit;
         drop(journal);
+        if due && self.unlocked_file_io {
+            // Written by the command once it has released the lock and synced the file
+            // (`Device::after_command`), so that the lock is not held while the writes of the
+            // whole log's span go to stable storage.
+            self.checkpoint_due = true;
+            return Ok(at);
+        }
         if due {
             return self.full_checkpoint(at);
         }
