@@ -51,6 +51,9 @@ pub(crate) struct DurableState {
     replay_lsn: u64,
     /// The allocation counter when the latest durable checkpoint was written.
     durable_allocations: u64,
+    /// The GC victim the erase hook is writing a checkpoint for: erased right after it, so the
+    /// checkpoint records it as free ([`Space::export_state`]).
+    erasing: Option<u64>,
     /// The die [`Space::take_system_block`] looks at first (the one after the die it took last),
     /// so consecutive system blocks spread over the dies and their programs run in parallel.
     next_system_die: u32,
@@ -140,7 +143,9 @@ impl Space {
         let Some(mut hook) = self.durable.hook.take() else {
             return Ok(at);
         };
+        self.durable.erasing = Some(block);
         let result = hook.before_erase(self, at);
+        self.durable.erasing = None;
         self.durable.hook = Some(hook);
         result
     }
@@ -300,7 +305,16 @@ impl Space {
         out.extend_from_slice(&STATE_VERSION.to_le_bytes());
         out.extend_from_slice(&(self.blocks.len() as u64).to_le_bytes());
         out.extend_from_slice(&self.allocations.to_le_bytes());
-        for info in &self.blocks {
+        for (index, info) in self.blocks.iter().enumerate() {
+            // The victim the erase hook checkpoints for is erased next: saved as free, so that
+            // recovery from this checkpoint erases it again rather than keep it as used. (The
+            // block may already hold other pages by then: the next checkpoint's, say, if the
+            // power went before that checkpoint's superblock copy.)
+            let info = if self.durable.erasing == Some(index as u64) {
+                &BlockInfo::FREE
+            } else {
+                info
+            };
             out.push(match info.usage {
                 BlockUse::Free => 0,
                 BlockUse::Used(Stream::Meta) => 1,
