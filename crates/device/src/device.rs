@@ -405,7 +405,17 @@ impl Device {
         start: &[u8],
         count: usize,
     ) -> Result<(Pairs, SimTime)> {
-        self.lock_at(at)?.scan(at, namespace, start, count)
+        let mut core = self.lock_at(at)?;
+        if core.unlocked_file_io {
+            let pending = core.scan_detached(at, namespace, start, count)?;
+            drop(core);
+            if let Some(found) = pending.finish()? {
+                return Ok(found);
+            }
+            // A page erased meanwhile, or failing its checks: scan again under the lock.
+            core = self.lock_at(at)?;
+        }
+        core.scan(at, namespace, start, count)
     }
 
     /// Applies stores and deletes across namespaces atomically: all of them, or (with an error)

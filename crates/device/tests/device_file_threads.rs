@@ -1,5 +1,5 @@
-//! Several threads on one device on a real file: retrieves read their values after releasing the
-//! device's lock, and programs reach the file after the command releases it. While GC erases and
+//! Several threads on one device on a real file: retrieves and scans read their values after
+//! releasing the device's lock, and programs reach the file after the command releases it. While GC erases and
 //! reuses blocks under them, every retrieve must see its own thread's latest store and a value
 //! some store of that key wrote; after a close and a reopen, every last store must be there.
 
@@ -78,6 +78,20 @@ fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
                         // as well makes sure data pages are written, so GC has blocks to erase.
                         if round % 10 == 0 {
                             device.flush_all(0).expect("flush");
+                        }
+                        // A scan over every thread's keys: in order, each value its key's.
+                        if round % 5 == 0 {
+                            let (pairs, _) = device
+                                .scan(0, namespace, b"t", 2 * KEYS_PER_THREAD)
+                                .expect("scan");
+                            assert!(pairs.windows(2).all(|pair| pair[0].0 < pair[1].0));
+                            for (found, value) in &pairs {
+                                let text = std::str::from_utf8(found).expect("text");
+                                let (owner, slot) = text.split_once("-key").expect("a key");
+                                let owner: usize = owner[1..].parse().expect("thread");
+                                let slot: usize = slot.parse().expect("slot");
+                                version_of(owner, slot, value);
+                            }
                         }
                         // Own keys: exactly the latest store.
                         let own = (round as usize * 7) % KEYS_PER_THREAD;

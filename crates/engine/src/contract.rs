@@ -67,6 +67,9 @@ pub struct EngineReport {
     pub shape: String,
 }
 
+/// A scan's pairs with their values located, not read ([`Engine::scan_locate`]).
+pub type LocatedPairs = Vec<(Vec<u8>, Located)>;
+
 /// Where [`Engine::locate`] found the newest version of a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Located {
@@ -201,6 +204,24 @@ pub trait Engine: Send {
             engine: self.preset_name(),
             why: "its keys are in no order",
         })
+    }
+
+    /// The pairs [`Engine::scan`] returns, leaving values on flash unread (as [`Engine::locate`]
+    /// does for one key), so that a device on file media can read them without its lock. The
+    /// default scans ([`Located::Value`] for every pair).
+    fn scan_locate(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(LocatedPairs, SimTime)> {
+        let (pairs, done) = self.scan(space, at, start, count)?;
+        let located = pairs
+            .into_iter()
+            .map(|(key, value)| (key, Located::Value(Some(value))))
+            .collect();
+        Ok((located, done))
     }
 
     /// A snapshot of the index as it is now, for iterators: copies nothing, shares what does not

@@ -277,6 +277,52 @@ impl Core {
         Ok(engine.scan(space, at, start, count)?)
     }
 
+    /// A scan on untimed file media: the pairs are picked here, under the device's lock, with
+    /// their values' page reads issued; the reads run after it is released
+    /// ([`ScanRetrieval::finish`]).
+    pub(super) fn scan_detached(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        start: &[u8],
+        count: usize,
+    ) -> Result<ScanRetrieval> {
+        check_key(start)?;
+        if count > SCAN_PAIRS_MAX {
+            return Err(DeviceError::ScanTooLong {
+                count,
+                max: SCAN_PAIRS_MAX,
+            });
+        }
+        let preset = self.namespace(id)?.spec.preset;
+        if !preset.supports_iterators() {
+            return Err(DeviceError::ScansUnsupported(preset.name().to_string()));
+        }
+        let (space, engine) = self.split(id)?;
+        let (located, mut t) = engine.scan_locate(space, at, start, count)?;
+        let issue = t;
+        let mut pairs = Vec::with_capacity(located.len());
+        for (key, found) in located {
+            let value = match found {
+                Located::Value(value) => PendingValue::Ready(value.unwrap_or_default()),
+                Located::Record(pointer) => {
+                    match space.read_record_detached(issue, pointer, Purpose::UserData)? {
+                        RecordRead::Ready(record, done) => {
+                            t = t.max(done);
+                            PendingValue::Ready(record.value)
+                        }
+                        RecordRead::Detached(record, done) => {
+                            t = t.max(done);
+                            PendingValue::Read(record)
+                        }
+                    }
+                }
+            };
+            pairs.push((key, value));
+        }
+        Ok(ScanRetrieval { pairs, done: t })
+    }
+
     pub(super) fn exist(
         &mut self,
         at: SimTime,
@@ -325,4 +371,35 @@ pub(super) fn cut(value: Vec<u8>, range: Option<ByteRange>) -> Result<Retrieved>
         }
     };
     Ok(Retrieved { value, value_len })
+}
+
+/// A scan's value, read or to read.
+enum PendingValue {
+    Ready(Vec<u8>),
+    Read(DetachedRecord),
+}
+
+/// A scan whose value reads run without the device's lock.
+pub(super) struct ScanRetrieval {
+    pairs: Vec<(Vec<u8>, PendingValue)>,
+    done: SimTime,
+}
+
+impl ScanRetrieval {
+    /// Reads the values: the pairs, or `None` if a read must be made again under the lock (a
+    /// page erased since the scan, a checksum that failed, a record of another key).
+    pub(super) fn finish(self) -> Result<Option<(Pairs, SimTime)>> {
+        let mut out = Vec::with_capacity(self.pairs.len());
+        for (key, value) in self.pairs {
+            let value = match value {
+                PendingValue::Ready(value) => value,
+                PendingValue::Read(record) => match record.finish()? {
+                    Some(found) if found.key == key => found.value,
+                    _ => return Ok(None),
+                },
+            };
+            out.push((key, value));
+        }
+        Ok(Some((out, self.done)))
+    }
 }

@@ -6,7 +6,9 @@ use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
 use super::{LsmTree, Pairs, TreeSnapshot};
-use crate::contract::{Capabilities, Engine, EngineReport, LevelsView, Located, Result};
+use crate::contract::{
+    Capabilities, Engine, EngineReport, LevelsView, Located, LocatedPairs, Result,
+};
 
 impl Engine for LsmTree {
     fn preset_name(&self) -> &'static str {
@@ -97,6 +99,16 @@ impl Engine for LsmTree {
         count: usize,
     ) -> Result<(Pairs, SimTime)> {
         LsmTree::scan(self, space, at, start, count)
+    }
+
+    fn scan_locate(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(LocatedPairs, SimTime)> {
+        LsmTree::scan_locate(self, space, at, start, count)
     }
 
     fn snapshot(&mut self) -> Result<Arc<TreeSnapshot>> {

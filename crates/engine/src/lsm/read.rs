@@ -10,7 +10,7 @@ use super::level::{Level, SearchMode};
 use super::segment;
 use super::segment::{Entry, SegmentPage};
 use super::{Found, LsmTree, Pairs, Picked, Result};
-use crate::{EngineError, Located};
+use crate::{EngineError, Located, LocatedPairs};
 
 impl LsmTree {
     /// Finds the newest version of `key`: L0, then each level's one candidate segment. Returns what
@@ -193,6 +193,59 @@ impl LsmTree {
         start: &[u8],
         count: usize,
     ) -> Result<(Pairs, SimTime)> {
+        let (picked, mut t) = self.scan_pick(space, at, start, count)?;
+        let issue = t;
+        let mut out = Vec::with_capacity(picked.len());
+        for (key, value) in picked {
+            let value = match value {
+                Ok(value) => value,
+                Err(pointer) => {
+                    let (record, done) = space.read_record(
+                        issue,
+                        RecordPointer::from_raw(pointer),
+                        Purpose::UserData,
+                    )?;
+                    t = t.max(done);
+                    record.value
+                }
+            };
+            out.push((key, value));
+        }
+        Ok((out, self.charge(space, t)))
+    }
+
+    /// The pairs [`LsmTree::scan`] returns, with the values on flash left unread: each key with
+    /// its value in DRAM or its record's pointer.
+    pub fn scan_locate(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(LocatedPairs, SimTime)> {
+        let (picked, t) = self.scan_pick(space, at, start, count)?;
+        let located = picked
+            .into_iter()
+            .map(|(key, value)| {
+                let located = match value {
+                    Ok(value) => Located::Value(Some(value)),
+                    Err(pointer) => Located::Record(RecordPointer::from_raw(pointer)),
+                };
+                (key, located)
+            })
+            .collect();
+        Ok((located, t))
+    }
+
+    /// The newest version of up to `count` keys `>= start`, in key order, live ones only: a
+    /// value in DRAM, or the pointer of its record. Returns when the value reads may be issued.
+    fn scan_pick(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Vec<Picked>, SimTime)> {
         self.check_key(start)?;
         let mut t = at;
         // Source 0 is L0; source i + 1 is level i. A lower source number is newer.
@@ -279,25 +332,7 @@ impl LsmTree {
                 _ => {}
             }
         }
-        t = self.charge(space, t);
-        let issue = t;
-        let mut out = Vec::with_capacity(picked.len());
-        for (key, value) in picked {
-            let value = match value {
-                Ok(value) => value,
-                Err(pointer) => {
-                    let (record, done) = space.read_record(
-                        issue,
-                        RecordPointer::from_raw(pointer),
-                        Purpose::UserData,
-                    )?;
-                    t = t.max(done);
-                    record.value
-                }
-            };
-            out.push((key, value));
-        }
-        Ok((out, self.charge(space, t)))
+        Ok((picked, self.charge(space, t)))
     }
 
     /// The entries of one segment of a level (from DRAM if pinned, else read at `at`).
