@@ -6,7 +6,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use kvssd_device::{Device, DeviceConfig, Durability, NamespaceSpec, StoreMode, SyncPolicy};
+use kvssd_device::{
+    Device, DeviceConfig, Durability, NamespaceId, NamespaceSpec, StoreMode, SyncPolicy,
+};
 use kvssd_engine::Preset;
 use kvssd_flash::{Profile, Purpose};
 
@@ -21,6 +23,19 @@ fn key(thread: usize, slot: usize) -> Vec<u8> {
 fn value(thread: usize, slot: usize, version: u32) -> Vec<u8> {
     // Padded so that a few thousand stores fill the tiny card several times over.
     format!("t{thread}-key{slot:02} version {version:06}{:>100}", "").into_bytes()
+}
+
+/// Stores `thread`'s key `slot` at version `round`.
+fn store(device: &Device, namespace: NamespaceId, thread: usize, slot: usize, round: u32) {
+    device
+        .store(
+            0,
+            namespace,
+            &key(thread, slot),
+            &value(thread, slot, round),
+            StoreMode::Upsert,
+        )
+        .expect("store");
 }
 
 fn version_of(thread: usize, slot: usize, found: &[u8]) -> u32 {
@@ -64,15 +79,7 @@ fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
                 std::thread::spawn(move || {
                     for round in 1..=ROUNDS {
                         let slot = (round as usize * 5 + thread) % KEYS_PER_THREAD;
-                        device
-                            .store(
-                                0,
-                                namespace,
-                                &key(thread, slot),
-                                &value(thread, slot, round),
-                                StoreMode::Upsert,
-                            )
-                            .expect("store");
+                        store(&device, namespace, thread, slot, round);
                         latest[thread * KEYS_PER_THREAD + slot].store(round, Ordering::SeqCst);
                         // How often L0 fills depends on how the threads interleave; flushing
                         // as well makes sure data pages are written, so GC has blocks to erase.
@@ -171,15 +178,7 @@ fn device_file_every_command_returns_durable_with_the_sync_outside_the_lock() {
     // One writer: every store is durable when it returns, and nothing else is logged.
     for round in 1..=50 {
         let syncs = device.durability_counts().expect("counts").media_syncs;
-        device
-            .store(
-                0,
-                namespace,
-                &key(0, 0),
-                &value(0, 0, round),
-                StoreMode::Upsert,
-            )
-            .expect("store");
+        store(&device, namespace, 0, 0, round);
         assert_eq!(
             device.durable_sequence().expect("durable"),
             device.logged_sequence().expect("logged"),
@@ -196,15 +195,7 @@ fn device_file_every_command_returns_durable_with_the_sync_outside_the_lock() {
                 for round in 1..=100 {
                     let before = device.logged_sequence().expect("logged");
                     let slot = round as usize % KEYS_PER_THREAD;
-                    device
-                        .store(
-                            0,
-                            namespace,
-                            &key(thread, slot),
-                            &value(thread, slot, round),
-                            StoreMode::Upsert,
-                        )
-                        .expect("store");
+                    store(&device, namespace, thread, slot, round);
                     let first_after = before.map_or(0, |lsn| lsn + 1);
                     let durable = device.durable_sequence().expect("durable");
                     assert!(

@@ -120,31 +120,30 @@ fn a_detached_read_returns_the_page_and_refuses_one_erased_since_it_was_issued()
     // the new bytes are still queued or already in the file.
     for behind in [false, true] {
         flash.set_write_behind(behind).expect("write-behind");
-        let (read, _) = flash
-            .read_detached(0, block.page(0), Purpose::UserData)
-            .expect("issue")
-            .expect("detached");
-        flash.erase(0, block, Purpose::Gc).expect("erase");
-        flash
-            .program(0, block.page(0), Purpose::UserData, &page(6), &[0; 4])
-            .expect("program");
+        let read = issue(&mut flash, block);
+        erase_and_program(&mut flash, block, 6);
         assert_eq!(read.run().expect("read"), None, "write-behind {behind}");
-        let (again, _) = flash
-            .read_detached(0, block.page(0), Purpose::UserData)
-            .expect("issue")
-            .expect("detached");
-        assert_eq!(again.run().expect("read"), Some(page(6)));
+        assert_eq!(issue(&mut flash, block).run().expect("read"), Some(page(6)));
         flash.set_write_behind(false).expect("drain");
-        let (read, _) = flash
-            .read_detached(0, block.page(0), Purpose::UserData)
-            .expect("issue")
-            .expect("detached");
-        flash.erase(0, block, Purpose::Gc).expect("erase");
-        flash
-            .program(0, block.page(0), Purpose::UserData, &page(5), &[0; 4])
-            .expect("program");
+        let read = issue(&mut flash, block);
+        erase_and_program(&mut flash, block, 5);
         assert_eq!(read.run().expect("read"), None);
     }
+}
+
+fn issue(flash: &mut Flash, block: BlockAddress) -> kvssd_flash::DetachedRead {
+    flash
+        .read_detached(0, block.page(0), Purpose::UserData)
+        .expect("issue")
+        .expect("file media detach reads")
+        .0
+}
+
+fn erase_and_program(flash: &mut Flash, block: BlockAddress, byte: u8) {
+    flash.erase(0, block, Purpose::Gc).expect("erase");
+    flash
+        .program(0, block.page(0), Purpose::UserData, &page(byte), &[0; 4])
+        .expect("program");
 }
 
 #[test]

@@ -255,13 +255,8 @@ impl Core {
         self.device_gc(t, false)
     }
 
-    pub(super) fn scan(
-        &mut self,
-        at: SimTime,
-        id: NamespaceId,
-        start: &[u8],
-        count: usize,
-    ) -> Result<(Pairs, SimTime)> {
+    /// A scan's checks: its start key, its length, and a namespace that keeps key order.
+    fn check_scan(&mut self, id: NamespaceId, start: &[u8], count: usize) -> Result<()> {
         check_key(start)?;
         if count > SCAN_PAIRS_MAX {
             return Err(DeviceError::ScanTooLong {
@@ -273,6 +268,17 @@ impl Core {
         if !preset.supports_iterators() {
             return Err(DeviceError::ScansUnsupported(preset.name().to_string()));
         }
+        Ok(())
+    }
+
+    pub(super) fn scan(
+        &mut self,
+        at: SimTime,
+        id: NamespaceId,
+        start: &[u8],
+        count: usize,
+    ) -> Result<(Pairs, SimTime)> {
+        self.check_scan(id, start, count)?;
         let (space, engine) = self.split(id)?;
         Ok(engine.scan(space, at, start, count)?)
     }
@@ -287,17 +293,7 @@ impl Core {
         start: &[u8],
         count: usize,
     ) -> Result<ScanRetrieval> {
-        check_key(start)?;
-        if count > SCAN_PAIRS_MAX {
-            return Err(DeviceError::ScanTooLong {
-                count,
-                max: SCAN_PAIRS_MAX,
-            });
-        }
-        let preset = self.namespace(id)?.spec.preset;
-        if !preset.supports_iterators() {
-            return Err(DeviceError::ScansUnsupported(preset.name().to_string()));
-        }
+        self.check_scan(id, start, count)?;
         let (space, engine) = self.split(id)?;
         let (located, mut t) = engine.scan_locate(space, at, start, count)?;
         let issue = t;
