@@ -11,13 +11,12 @@
 use std::sync::atomic::Ordering;
 
 use crate::media::SlotSource;
-use crate::trailer::{page_crc, Trailer, PAGE_MAGIC};
+use crate::trailer::{page_crc, Trailer};
 use crate::{Flash, FlashError, PageAddress, Purpose, Result, SimTime};
 
 /// A page read issued on file media whose `pread` has not run yet ([`Flash::read_detached`]).
 pub struct DetachedRead {
     source: SlotSource,
-    page: PageAddress,
     index: u64,
     block: usize,
     erasures_at_issue: u32,
@@ -52,7 +51,6 @@ impl Flash {
         let done_at = self.time_read(at, page, purpose);
         let read = DetachedRead {
             source,
-            page,
             index,
             block: slot,
             erasures_at_issue,
@@ -64,11 +62,6 @@ impl Flash {
 }
 
 impl DetachedRead {
-    /// The page read.
-    pub fn page(&self) -> PageAddress {
-        self.page
-    }
-
     /// Reads the page's slot in one `pread` and verifies it: its payload, or `None` if its block
     /// was erased since the read was issued or the page fails its checksum (read it again under
     /// the lock). Errors only if the file cannot be read.
@@ -96,8 +89,7 @@ impl DetachedRead {
         let (data, oob) = slot.split_at(self.page_bytes);
         let trailer = Trailer::decode(oob);
         let user_oob = &oob[crate::OOB_RESERVED_BYTES as usize..];
-        let current = trailer.magic == PAGE_MAGIC
-            && trailer.sequence >= self.erase_sequence
+        let current = trailer.names_program_since(self.erase_sequence)
             && trailer.crc == page_crc(data, user_oob, self.index, trailer.sequence);
         let erasures = self
             .source

@@ -152,7 +152,7 @@ impl Flash {
             let mut next_page = 0;
             for (page, area) in oob.chunks_exact(oob_bytes).enumerate() {
                 let trailer = Trailer::decode(area);
-                if trailer.magic == PAGE_MAGIC && trailer.sequence >= erase_sequence {
+                if trailer.names_program_since(erase_sequence) {
                     next_page = page as u32 + 1;
                     next_sequence = next_sequence.max(trailer.sequence + 1);
                 }
@@ -566,7 +566,7 @@ impl Flash {
 
     /// Whether a read may run detached ([`Flash::read_detached`]): no faults are injected.
     pub(crate) fn detachable(&self) -> bool {
-        self.faults.is_quiet() && !self.faults.power_cut
+        self.faults.is_quiet()
     }
 
     /// File media: where a page's slot lies (the read counted); `None` on memory media.
@@ -586,7 +586,7 @@ impl Flash {
 
     /// Whether a trailer names a program of the page since its block's last erase.
     fn is_current(&self, slot: usize, trailer: &Trailer) -> bool {
-        trailer.magic == PAGE_MAGIC && trailer.sequence >= self.blocks[slot].erase_sequence
+        trailer.names_program_since(self.blocks[slot].erase_sequence)
     }
 
     /// Reads page `page` of compact media as [`Flash::read`] does (the same rules, time and

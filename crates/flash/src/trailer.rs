@@ -26,6 +26,12 @@ impl Trailer {
         }
     }
 
+    /// Whether the trailer names a program of its page made since the block's erase at
+    /// `erase_sequence` (an older one belongs to a program the erase undid).
+    pub(crate) fn names_program_since(&self, erase_sequence: u64) -> bool {
+        self.magic == PAGE_MAGIC && self.sequence >= erase_sequence
+    }
+
     pub(crate) fn encode(&self, oob: &mut [u8]) {
         oob[0..4].copy_from_slice(&self.magic.to_le_bytes());
         oob[4..8].copy_from_slice(&self.crc.to_le_bytes());

@@ -4,8 +4,8 @@
 
 use kvssd_flash::{DetachedRead, Purpose, SimTime};
 
-use crate::layout::{self, RECORD_KIND_SMALL};
-use crate::{PageIndex, Record, RecordHeader, RecordPointer, Result, Space, SpaceError};
+use crate::layout;
+use crate::{PageIndex, Record, RecordPointer, Result, Space, SpaceError};
 
 /// A record read: already done, or issued with its flash read left to run.
 pub enum RecordRead {
@@ -37,13 +37,7 @@ impl Space {
             return Err(SpaceError::StalePointer(pointer));
         }
         let page = pointer.page();
-        let in_dram = self.writers.values().any(|writer| {
-            writer
-                .open_page
-                .as_ref()
-                .is_some_and(|open| self.geometry.page_index(open.page) == page.0)
-        });
-        if !in_dram {
+        if self.open_page_holding(page).is_none() {
             let address = self.page_address(page)?;
             if let Some((read, done)) = self.flash.read_detached(at, address, purpose)? {
                 let offset = pointer.chunk() as usize * self.config.chunk_bytes as usize;
@@ -66,10 +60,6 @@ impl DetachedRecord {
         let Some(data) = self.read.run()? else {
             return Ok(None);
         };
-        match RecordHeader::decode(&data, self.offset, self.page) {
-            Ok(header) if header.kind == RECORD_KIND_SMALL => {}
-            _ => return Ok(None),
-        }
         Ok(layout::decode_small(&data, self.offset, self.page).ok())
     }
 }

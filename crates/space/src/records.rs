@@ -331,6 +331,16 @@ impl Space {
         Ok(self.erase_generation(block)? & pointer::GENERATION_MASK == pointer.generation())
     }
 
+    /// The open page in DRAM that will be programmed at `page`, if a writer holds one.
+    pub(crate) fn open_page_holding(&self, page: PageIndex) -> Option<&OpenPage> {
+        self.writers.values().find_map(|writer| {
+            writer
+                .open_page
+                .as_ref()
+                .filter(|open| self.geometry.page_index(open.page) == page.0)
+        })
+    }
+
     /// Reads the record a pointer names (from the open page in DRAM if it is still there).
     pub fn read_record(
         &mut self,
@@ -343,13 +353,7 @@ impl Space {
         }
         let page = pointer.page();
         let chunk = self.config.chunk_bytes as usize;
-        let in_dram = self.writers.values().find_map(|writer| {
-            writer
-                .open_page
-                .as_ref()
-                .filter(|open| self.geometry.page_index(open.page) == page.0)
-        });
-        if let Some(open) = in_dram {
+        if let Some(open) = self.open_page_holding(page) {
             {
                 let record =
                     layout::decode_small(&open.buffer, pointer.chunk() as usize * chunk, page)?;
