@@ -21,10 +21,10 @@
 use crate::profile::BenchProfile;
 use kvssd_flash::MediaKind;
 
-/// Bytes a record takes on a compact data page beyond its key: its 12-byte header, its value's
+/// Bytes a record takes on a compact data page beyond its key: its 16-byte header, its value's
 /// 16-byte description with the encoding's run header, and its share of the page's padding and
 /// out-of-band bytes.
-pub const COMPACT_DATA_RECORD_BYTES: u64 = 12 + 24 + 8;
+pub const COMPACT_DATA_RECORD_BYTES: u64 = 16 + 24 + 8;
 /// Bytes an index entry takes on a meta page beyond its key (length, pointer, value length,
 /// offset slot).
 pub const INDEX_ENTRY_BYTES: u64 = 15;

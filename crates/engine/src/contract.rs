@@ -76,7 +76,13 @@ pub enum Located {
     /// Its value (held in DRAM), or `None` if the key has none.
     Value(Option<Vec<u8>>),
     /// A record on flash: read it and check that it carries the key (as [`Engine::get`] does).
-    Record(RecordPointer),
+    Record {
+        /// Where the record starts.
+        pointer: RecordPointer,
+        /// The length of its value as the index filed it, so that a reader can fetch the record's
+        /// bytes alone (the record's own header decides what is read).
+        value_len: u32,
+    },
 }
 
 /// A read-only view of an index of sorted levels, for the device's consistency check.

@@ -131,6 +131,42 @@ fn a_detached_read_returns_the_page_and_refuses_one_erased_since_it_was_issued()
     }
 }
 
+#[test]
+fn a_detached_range_read_returns_those_bytes_alone_and_refuses_an_erased_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let block = BlockAddress { die: 1, block: 3 };
+    let mut flash = Flash::create(&path, geometry(), None).expect("create");
+    let mut bytes = page(0);
+    for (at, byte) in bytes.iter_mut().enumerate() {
+        *byte = at as u8;
+    }
+    flash
+        .program(0, block.page(0), Purpose::UserData, &bytes, &[0; 4])
+        .expect("program");
+    for behind in [false, true] {
+        flash.set_write_behind(behind).expect("write-behind");
+        let (read, _) = flash
+            .read_detached_range(0, block.page(0), Purpose::UserData, 100..160)
+            .expect("issue")
+            .expect("file media detach reads");
+        assert_eq!(read.run().expect("read"), Some(bytes[100..160].to_vec()));
+        let (read, _) = flash
+            .read_detached_range(0, block.page(0), Purpose::UserData, 0..8)
+            .expect("issue")
+            .expect("file media detach reads");
+        flash.erase(0, block, Purpose::Gc).expect("erase");
+        flash
+            .program(0, block.page(0), Purpose::UserData, &bytes, &[0; 4])
+            .expect("program");
+        assert_eq!(read.run().expect("read"), None, "write-behind {behind}");
+    }
+    let past_the_page = geometry().page_bytes as usize + 1;
+    assert!(flash
+        .read_detached_range(0, block.page(0), Purpose::UserData, 0..past_the_page)
+        .is_err());
+}
+
 fn issue(flash: &mut Flash, block: BlockAddress) -> kvssd_flash::DetachedRead {
     flash
         .read_detached(0, block.page(0), Purpose::UserData)

@@ -5,7 +5,7 @@
 use kvssd_flash::{DetachedRead, Purpose, SimTime};
 
 use crate::layout;
-use crate::{PageIndex, Record, RecordPointer, Result, Space, SpaceError};
+use crate::{PageIndex, Record, RecordPointer, Result, Space, SpaceError, RECORD_HEADER_BYTES};
 
 /// A record read: already done, or issued with its flash read left to run.
 pub enum RecordRead {
@@ -18,33 +18,42 @@ pub enum RecordRead {
 
 /// A record whose page read runs without the space's lock.
 pub struct DetachedRecord {
+    /// A read of the record's bytes alone.
     read: DetachedRead,
-    offset: usize,
     page: PageIndex,
 }
 
 impl Space {
     /// Reads the record a pointer names as [`Space::read_record`] does, except that on file
     /// media the page read is issued here and performed by [`DetachedRecord::finish`], so the
-    /// caller can release its lock first.
+    /// caller can release its lock first. `key_len` and `value_len` are the record's as its index
+    /// filed it: a small record's bytes are read alone, and verified by the record's checksum.
+    /// (If they are wrong, the detached read fails and the record is read again under the lock,
+    /// from its own header.) A large record is read under the lock.
     pub fn read_record_detached(
         &mut self,
         at: SimTime,
         pointer: RecordPointer,
+        key_len: usize,
+        value_len: usize,
         purpose: Purpose,
     ) -> Result<RecordRead> {
         if !self.check_generation(pointer)? {
             return Err(SpaceError::StalePointer(pointer));
         }
         let page = pointer.page();
-        if self.open_page_holding(page).is_none() {
+        let offset = pointer.chunk() as usize * self.config.chunk_bytes as usize;
+        let end = offset + RECORD_HEADER_BYTES + key_len + value_len;
+        if self.open_page_holding(page).is_none()
+            && !self.is_large(key_len, value_len)
+            && end <= self.geometry.page_bytes as usize
+        {
             let address = self.page_address(page)?;
-            if let Some((read, done)) = self.flash.read_detached(at, address, purpose)? {
-                let offset = pointer.chunk() as usize * self.config.chunk_bytes as usize;
-                return Ok(RecordRead::Detached(
-                    DetachedRecord { read, offset, page },
-                    done,
-                ));
+            if let Some((read, done)) =
+                self.flash
+                    .read_detached_range(at, address, purpose, offset..end)?
+            {
+                return Ok(RecordRead::Detached(DetachedRecord { read, page }, done));
             }
         }
         let (record, done) = self.read_record(at, pointer, purpose)?;
@@ -53,13 +62,13 @@ impl Space {
 }
 
 impl DetachedRecord {
-    /// Reads the page and decodes the record: `None` if the read must be made again under the
-    /// lock (the page's block was erased since the read was issued, its checksum failed, or the
-    /// record is not a small one inside this page).
+    /// Reads the record's bytes and decodes them: `None` if the read must be made again under
+    /// the lock (the page's block was erased since the read was issued, or the bytes are not a
+    /// small record of that length whose checksum matches).
     pub fn finish(&self) -> Result<Option<Record>> {
         let Some(data) = self.read.run()? else {
             return Ok(None);
         };
-        Ok(layout::decode_small(&data, self.offset, self.page).ok())
+        Ok(layout::decode_small(&data, 0, self.page).ok())
     }
 }

@@ -1,12 +1,18 @@
 //! Byte layouts of data pages: record headers, the OOB kind byte and the record-end bitmap.
 //!
-//! All integers are little-endian. A small record is `header (12 B) · key · value`, padded to whole
-//! chunks; a large record's every page is `header (12 B) · head pointer (8 B) · key · value slice`.
+//! All integers are little-endian. A small record is `header (16 B) · key · value`, padded to whole
+//! chunks; a large record's every page is `header (16 B) · head pointer (8 B) · key · value slice`.
+//!
+//! Every record carries its own checksum, so that a small record can be read and verified without
+//! its page (a read on file media copies the record's bytes alone, see `detached.rs`). Images
+//! written before the checksum (12-byte headers) are refused by the superblock's format version.
 
 use crate::{PageIndex, Record, Result, SpaceError};
 
 /// Bytes of a record header.
-pub const RECORD_HEADER_BYTES: usize = 12;
+pub const RECORD_HEADER_BYTES: usize = 16;
+/// Where a record header keeps the record's checksum.
+const CHECKSUM_AT: usize = 12;
 /// Bytes before the key on each page of a large record (header and head pointer).
 pub const LARGE_HEADER_BYTES: usize = RECORD_HEADER_BYTES + 8;
 
@@ -33,9 +39,14 @@ pub(crate) fn oob_bytes(chunks: u32) -> usize {
 /// The header at the start of every record (and of every page of a large record).
 ///
 /// ```text
-/// 0      1         2        4            8             12
-/// | kind | key_len | part   | namespace  | value_len   |
+/// 0      1         2        4            8             12         16
+/// | kind | key_len | part   | namespace  | value_len   | checksum |
 /// ```
+///
+/// The checksum is the CRC-32C of the header's first 12 bytes followed by the rest of the record:
+/// key and value for a small record, and for a page of a large record everything after the header
+/// to the end of the page. [`RecordHeader::encode`] leaves it to [`seal`], once the record's bytes
+/// are in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordHeader {
     /// 1 = small record, 2 = page of a large record.
@@ -59,6 +70,8 @@ impl RecordHeader {
         out[8..12].copy_from_slice(&self.value_len.to_le_bytes());
     }
 
+    /// Reads a header's fields (not its checksum, which [`decode_small`] and
+    /// [`decode_large_head`] verify over the whole record).
     pub(crate) fn decode(data: &[u8], offset: usize, page: PageIndex) -> Result<RecordHeader> {
         let bytes =
             data.get(offset..offset + RECORD_HEADER_BYTES)
@@ -85,6 +98,36 @@ impl RecordHeader {
     }
 }
 
+/// The checksum a record's bytes (header first) should carry.
+fn checksum(record: &[u8]) -> u32 {
+    let crc = crc32c::crc32c(&record[..CHECKSUM_AT]);
+    crc32c::crc32c_append(crc, &record[RECORD_HEADER_BYTES..])
+}
+
+/// Writes a record's checksum into its header; `record` is the record's bytes, header first, with
+/// every other byte in place.
+pub(crate) fn seal(record: &mut [u8]) {
+    let sum = checksum(record);
+    record[CHECKSUM_AT..RECORD_HEADER_BYTES].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// Checks the checksum of a record whose header and bounds are already checked.
+fn verify(record: &[u8], page: PageIndex) -> Result<()> {
+    let stored = u32::from_le_bytes([
+        record[CHECKSUM_AT],
+        record[CHECKSUM_AT + 1],
+        record[CHECKSUM_AT + 2],
+        record[CHECKSUM_AT + 3],
+    ]);
+    if stored != checksum(record) {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "record checksum does not match its bytes",
+        });
+    }
+    Ok(())
+}
+
 pub(crate) fn read_u64(data: &[u8], offset: usize, page: PageIndex) -> Result<u64> {
     let bytes: [u8; 8] = data
         .get(offset..offset + 8)
@@ -96,7 +139,7 @@ pub(crate) fn read_u64(data: &[u8], offset: usize, page: PageIndex) -> Result<u6
     Ok(u64::from_le_bytes(bytes))
 }
 
-/// Decodes the small record at `offset` of a page, with bounds checks.
+/// Decodes the small record at `offset` of a page, with bounds checks and its checksum verified.
 pub(crate) fn decode_small(data: &[u8], offset: usize, page: PageIndex) -> Result<Record> {
     let header = RecordHeader::decode(data, offset, page)?;
     if header.kind != RECORD_KIND_SMALL {
@@ -114,6 +157,7 @@ pub(crate) fn decode_small(data: &[u8], offset: usize, page: PageIndex) -> Resul
             what: "record runs past the page",
         });
     }
+    verify(&data[offset..end], page)?;
     Ok(Record {
         namespace: header.namespace,
         key: data[key_at..value_at].to_vec(),
@@ -122,7 +166,7 @@ pub(crate) fn decode_small(data: &[u8], offset: usize, page: PageIndex) -> Resul
 }
 
 /// The header and key at the start of a large record's page (`data` is the whole page), with
-/// bounds checks.
+/// bounds checks and the page's checksum verified.
 pub(crate) fn decode_large_head(data: &[u8], page: PageIndex) -> Result<(RecordHeader, &[u8])> {
     let header = RecordHeader::decode(data, 0, page)?;
     if header.kind != RECORD_KIND_LARGE {
@@ -137,6 +181,7 @@ pub(crate) fn decode_large_head(data: &[u8], page: PageIndex) -> Result<(RecordH
             page,
             what: "large record key runs past the page",
         })?;
+    verify(data, page)?;
     Ok((header, key))
 }
 

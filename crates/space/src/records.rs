@@ -212,6 +212,7 @@ impl Space {
         let key_at = offset + RECORD_HEADER_BYTES;
         open.buffer[key_at..key_at + key.len()].copy_from_slice(key);
         open.buffer[key_at + key.len()..key_at + key.len() + value.len()].copy_from_slice(value);
+        layout::seal(&mut open.buffer[offset..key_at + key.len() + value.len()]);
         let end = start + chunks - 1;
         open.bitmap[(end / 8) as usize] |= 1 << (end % 8);
         open.used_chunks += chunks;
@@ -279,6 +280,7 @@ impl Space {
             buffer[LARGE_HEADER_BYTES..LARGE_HEADER_BYTES + key.len()].copy_from_slice(key);
             let value_at = LARGE_HEADER_BYTES + key.len();
             buffer[value_at..value_at + slice.len()].copy_from_slice(slice);
+            layout::seal(&mut buffer);
             let programmed = self
                 .flash
                 .program(at, page, purpose, &buffer, &[OOB_KIND_LARGE])?;

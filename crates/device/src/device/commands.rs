@@ -207,16 +207,22 @@ impl Core {
         check_key(key)?;
         let (space, engine) = self.split(id)?;
         let (located, t) = engine.locate(space, at, key)?;
-        let pointer = match located {
+        let (pointer, value_len) = match located {
             Located::Value(value) => {
                 return Ok(Retrieval::Done(
                     value.map(|value| cut(value, range)).transpose()?,
                     t,
                 ))
             }
-            Located::Record(pointer) => pointer,
+            Located::Record { pointer, value_len } => (pointer, value_len),
         };
-        match space.read_record_detached(t, pointer, Purpose::UserData)? {
+        match space.read_record_detached(
+            t,
+            pointer,
+            key.len(),
+            value_len as usize,
+            Purpose::UserData,
+        )? {
             RecordRead::Detached(record, done) => Ok(Retrieval::Pending(record, done)),
             RecordRead::Ready(record, done) => {
                 // Pair assertion, as the engine's own GET makes it.
@@ -301,8 +307,14 @@ impl Core {
         for (key, found) in located {
             let value = match found {
                 Located::Value(value) => PendingValue::Ready(value.unwrap_or_default()),
-                Located::Record(pointer) => {
-                    match space.read_record_detached(issue, pointer, Purpose::UserData)? {
+                Located::Record { pointer, value_len } => {
+                    match space.read_record_detached(
+                        issue,
+                        pointer,
+                        key.len(),
+                        value_len as usize,
+                        Purpose::UserData,
+                    )? {
                         RecordRead::Ready(record, done) => {
                             t = t.max(done);
                             PendingValue::Ready(record.value)

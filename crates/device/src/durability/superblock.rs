@@ -18,8 +18,10 @@
 //! previous copy valid; a cut in the middle of an erase destroys only copies older than the newest one
 //! in the other block.
 
-/// The superblock format version this build writes and reads.
-pub const SUPERBLOCK_VERSION: u32 = 1;
+/// The superblock format version this build writes and reads. It stands for the whole image's
+/// device-level format: version 2 added a checksum to every data record (16-byte record headers);
+/// images of version 1 are refused, not misread.
+pub const SUPERBLOCK_VERSION: u32 = 2;
 /// Bytes before the body.
 pub const SUPERBLOCK_HEADER_BYTES: usize = 28;
 
@@ -44,7 +46,7 @@ pub enum SuperblockError {
     #[error("superblock copy is corrupt (checksum mismatch)")]
     Corrupt,
     /// Written by an incompatible format version.
-    #[error("superblock format version {found} is not supported (this build reads version {SUPERBLOCK_VERSION})")]
+    #[error("superblock format version {found} is not supported (this build reads version {SUPERBLOCK_VERSION}; format a new image)")]
     UnsupportedVersion {
         /// The version found.
         found: u32,
@@ -187,14 +189,16 @@ mod tests {
 
     #[test]
     fn superblock_refuses_other_versions_and_foreign_pages() {
-        let mut page = encode(&copy(1, b"x"), 128).expect("fits");
-        page[8..12].copy_from_slice(&2u32.to_le_bytes());
-        let crc = crc32c::crc32c_append(crc32c::crc32c(&page[0..24]), &page[28..29]);
-        page[24..28].copy_from_slice(&crc.to_le_bytes());
-        assert_eq!(
-            decode(&page),
-            Err(SuperblockError::UnsupportedVersion { found: 2 })
-        );
+        for other in [1, SUPERBLOCK_VERSION + 1] {
+            let mut page = encode(&copy(1, b"x"), 128).expect("fits");
+            page[8..12].copy_from_slice(&other.to_le_bytes());
+            let crc = crc32c::crc32c_append(crc32c::crc32c(&page[0..24]), &page[28..29]);
+            page[24..28].copy_from_slice(&crc.to_le_bytes());
+            assert_eq!(
+                decode(&page),
+                Err(SuperblockError::UnsupportedVersion { found: other })
+            );
+        }
         assert_eq!(decode(&[0u8; 128]), Err(SuperblockError::NotASuperblock));
         assert_eq!(decode(b"short"), Err(SuperblockError::NotASuperblock));
         assert!(matches!(

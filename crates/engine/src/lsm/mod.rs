@@ -68,8 +68,9 @@ pub fn l0_pairs(l0_bytes: u64, key_bytes: u64, value_bytes: u64) -> u64 {
 /// Pairs a scan returns, in key order.
 pub type Pairs = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// A scan's pick: the key and its value from L0, or the pointer to read it through.
-type Picked = (Vec<u8>, std::result::Result<Vec<u8>, u64>);
+/// A scan's pick: the key and its value from L0, or the pointer to read it through and the value's
+/// length.
+type Picked = (Vec<u8>, std::result::Result<Vec<u8>, (u64, u32)>);
 
 /// The result type of the engine.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;

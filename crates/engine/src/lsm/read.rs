@@ -134,7 +134,10 @@ impl LsmTree {
             Found::Absent => Located::Value(None),
             Found::L0(value) => Located::Value(value),
             Found::Level { entry, .. } if entry.is_tombstone() => Located::Value(None),
-            Found::Level { entry, .. } => Located::Record(RecordPointer::from_raw(entry.pointer)),
+            Found::Level { entry, .. } => Located::Record {
+                pointer: RecordPointer::from_raw(entry.pointer),
+                value_len: entry.value_len,
+            },
         };
         Ok((located, t))
     }
@@ -150,7 +153,7 @@ impl LsmTree {
         let (located, mut t) = self.locate(space, at, key)?;
         let value = match located {
             Located::Value(value) => value,
-            Located::Record(pointer) => {
+            Located::Record { pointer, .. } => {
                 t = self.charge(space, t);
                 let (record, done) = space.read_record(t, pointer, Purpose::UserData)?;
                 t = done;
@@ -199,7 +202,7 @@ impl LsmTree {
         for (key, value) in picked {
             let value = match value {
                 Ok(value) => value,
-                Err(pointer) => {
+                Err((pointer, _)) => {
                     let (record, done) = space.read_record(
                         issue,
                         RecordPointer::from_raw(pointer),
@@ -229,7 +232,10 @@ impl LsmTree {
             .map(|(key, value)| {
                 let located = match value {
                     Ok(value) => Located::Value(Some(value)),
-                    Err(pointer) => Located::Record(RecordPointer::from_raw(pointer)),
+                    Err((pointer, value_len)) => Located::Record {
+                        pointer: RecordPointer::from_raw(pointer),
+                        value_len,
+                    },
                 };
                 (key, located)
             })
@@ -327,7 +333,7 @@ impl LsmTree {
             match decided {
                 Some(Ok(Some(value))) => picked.push((smallest, Ok(value))),
                 Some(Err(entry)) if !entry.is_tombstone() => {
-                    picked.push((smallest, Err(entry.pointer)));
+                    picked.push((smallest, Err((entry.pointer, entry.value_len))));
                 }
                 _ => {}
             }
