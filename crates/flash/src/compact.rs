@@ -150,10 +150,23 @@ pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
                 .iter()
                 .all(|&byte| byte == first)
         };
+        let mut end = end;
         if length >= RUN_MIN || (length >= FILL_MIN && fill()) {
             push_literal(out, &slot[literal_from..start]);
             push_run(out, &slot[start..end]);
             literal_from = end;
+            // One byte repeated right after a run (a record's zero padding after its value) does
+            // not repeat the run's bytes 16 before it, so the scan above misses a fill of 16 to
+            // 31 bytes there: look for it directly.
+            let fill_end = slot[end..]
+                .iter()
+                .position(|&byte| byte != slot[end])
+                .map_or(slot.len(), |offset| end + offset);
+            if end < slot.len() && fill_end - end >= FILL_MIN {
+                push_run(out, &slot[end..fill_end]);
+                literal_from = fill_end;
+                end = fill_end;
+            }
         }
         at = end + 1;
     }
@@ -523,6 +536,17 @@ mod tests {
         encode(&padded, &mut encoded);
         assert!(encoded.contains(&FILL), "{encoded:?}");
         assert_eq!(round_trip(&padded), padded);
+        // So is padding of exactly 16 bytes right after a value's run, which no byte 16 before
+        // it repeats: a value of 64 periodic bytes, then 16 zeros, then the next header.
+        let mut after_run: Vec<u8> = (0..64).map(|at| (at % 16) as u8 + 1).collect();
+        after_run.extend_from_slice(&[0u8; 16]);
+        after_run.extend(100..=140u8);
+        encoded.clear();
+        encode(&after_run, &mut encoded);
+        // The pattern run (tag, length, 16 bytes), then a fill of 16 zeros.
+        assert_eq!(encoded[..2], [PATTERN, 64], "{encoded:?}");
+        assert_eq!(encoded[18..21], [FILL, 16, 0], "{encoded:?}");
+        assert_eq!(round_trip(&after_run), after_run);
         let zeros = vec![0u8; 8192];
         encoded.clear();
         encode(&zeros, &mut encoded);
