@@ -9,7 +9,8 @@ use crate::{PageIndex, Record, RecordPointer, Result, Space, SpaceError, RECORD_
 
 /// A record read: already done, or issued with its flash read left to run.
 pub enum RecordRead {
-    /// The record (it was in an open page in DRAM, or the media cannot detach a read).
+    /// The record, read under the caller's lock (it was in an open page in DRAM, it is a large
+    /// record, or the media cannot detach a read).
     Ready(Record, SimTime),
     /// The read was issued (timed and counted) and completes at the given time; run it with
     /// [`DetachedRecord::finish`].
