@@ -1,6 +1,7 @@
 //! The device: namespaces over one shared space, the command set, atomic batches and snapshot
 //! iterators.
 
+mod background;
 mod batch;
 mod commands;
 mod consistency;
@@ -51,9 +52,12 @@ pub(crate) struct Core {
     /// ([`kvssd_flash::DetachedRead`]) and programs reach the file after it ([`Locked`]), so
     /// commands overlap their file I/O.
     unlocked_file_io: bool,
-    /// On file media: the log has reached its limit and the next command that releases the
-    /// lock writes a checkpoint ([`Device::after_command`]).
+    /// On file media: the log has reached its limit and a checkpoint is to be written once the
+    /// lock is released ([`Device::after_command`]).
     checkpoint_due: bool,
+    /// On file media: the log has reached twice its limit, and commands wait for the checkpoint
+    /// thread to write one before they return.
+    checkpoint_overdue: bool,
     namespaces: BTreeMap<u32, Namespace>,
     next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
@@ -94,8 +98,18 @@ impl Core {
 /// it. Work the papers call background (L0 flush, compaction, GC) runs inside the command that
 /// triggers it, in the caller's thread; it is background only in simulated time, where it
 /// occupies dies, channels and controller cores. Callers driving simulated time from several
-/// threads must issue commands in non-decreasing simulated time (the flash model's rule).
+/// threads must issue commands in non-decreasing simulated time (the flash model's rule). On an
+/// untimed file image with a write-ahead log, checkpoints are written by a thread of the
+/// device's own (`background`), so no command waits for one unless the log has grown to twice
+/// its limit.
 pub struct Device {
+    shared: Arc<Shared>,
+    /// On untimed file media with a log: the thread that writes checkpoints (joined on drop).
+    checkpointer: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What the device's own threads share with the callers' commands.
+pub(crate) struct Shared {
     core: Mutex<Core>,
     /// Log syncs in progress (group commit).
     syncing: logging::SyncGate,
@@ -105,6 +119,8 @@ pub struct Device {
     /// `SyncPolicy::EveryCommand` on file media: a logged command syncs after releasing the
     /// lock ([`Device::sync`], so concurrent commands share syncs).
     sync_after_commands: bool,
+    /// Requests to the checkpoint thread, and its failure.
+    background: background::Signal,
 }
 
 /// The device's lock, held for one command. Dropping it releases the lock and then writes the
@@ -170,6 +186,7 @@ impl Core {
             periodic_values_only,
             unlocked_file_io,
             checkpoint_due: false,
+            checkpoint_overdue: false,
             namespaces: BTreeMap::new(),
             next_namespace: 1,
             iterators: BTreeMap::new(),
@@ -229,27 +246,44 @@ impl Device {
                 }
             }
         }
-        Ok(Device {
+        let background_checkpoints = core.unlocked_file_io && core.journal.is_some();
+        let shared = Arc::new(Shared {
             core: Mutex::new(core),
             syncing: logging::SyncGate::default(),
             behind,
             sync_after_commands,
+            background: background::Signal::default(),
+        });
+        // Should the thread not start, commands write their checkpoints themselves.
+        let checkpointer = if background_checkpoints {
+            background::spawn(Arc::clone(&shared)).ok()
+        } else {
+            None
+        };
+        Ok(Device {
+            shared,
+            checkpointer,
         })
     }
 
     /// After a logged command returned `done` and released the lock `core`: on file media, a
-    /// checkpoint that came due (after syncing the file without the lock, so the checkpoint's
-    /// own syncs find little left to write), then under `EveryCommand` the sync that makes the
-    /// command durable, shared with concurrent commands.
+    /// checkpoint that came due, then under `EveryCommand` the sync that makes the command
+    /// durable, shared with concurrent commands. With the checkpoint thread running the command
+    /// only asks it for the checkpoint (and waits for it only if the log has grown to twice its
+    /// limit); without it, the command syncs the file without the lock (so the checkpoint's own
+    /// syncs find little left to write) and writes the checkpoint itself.
     fn after_command(&self, core: Locked<'_>, done: SimTime) -> Result<SimTime> {
-        let handle = if core.checkpoint_due {
-            core.space.flash().sync_handle()
-        } else {
-            None
-        };
         let due = core.checkpoint_due;
-        drop(core);
-        if due {
+        if due && self.checkpointer.is_some() {
+            let overdue = core.checkpoint_overdue;
+            drop(core);
+            self.shared.background.request();
+            if overdue {
+                self.shared.background.wait_idle()?;
+            }
+        } else if due {
+            let handle = core.space.flash().sync_handle();
+            drop(core);
             if let Some(handle) = handle {
                 handle.sync().map_err(SpaceError::from)?;
             }
@@ -257,14 +291,57 @@ impl Device {
             if core.checkpoint_due {
                 core.full_checkpoint(done)?;
             }
+        } else {
+            drop(core);
         }
-        if self.sync_after_commands {
+        if self.shared.sync_after_commands {
             return self.sync(done);
         }
         Ok(done)
     }
 
     fn lock(&self) -> Result<Locked<'_>> {
+        self.shared.lock()
+    }
+
+    /// Locks the device for a command issued at `at`, telling the flash the command clock: the
+    /// controller's background thread may issue work ready by then, and no later (a command's own
+    /// dependent operations, issued later in simulated time, do not advance it).
+    fn lock_at(&self, at: SimTime) -> Result<Locked<'_>> {
+        let mut core = self.lock()?;
+        core.space.advance_clock(at);
+        Ok(core)
+    }
+
+    /// Stops the checkpoint thread (a checkpoint it is writing is finished first) and hands back
+    /// the device's state.
+    fn into_core(mut self) -> Result<Core> {
+        self.stop_background();
+        let shared = Arc::clone(&self.shared);
+        drop(self);
+        let shared = Arc::into_inner(shared).ok_or(DeviceError::Poisoned)?;
+        shared.core.into_inner().map_err(poisoned)
+    }
+
+    fn stop_background(&mut self) {
+        if let Some(thread) = self.checkpointer.take() {
+            self.shared.background.stop();
+            // A panic in the thread poisoned the lock, which every later command reports.
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.stop_background();
+    }
+}
+
+impl Shared {
+    /// Takes the lock for a command; fails if a page write or a background checkpoint has failed.
+    fn lock(&self) -> Result<Locked<'_>> {
+        self.background.failure()?;
         let core = self.acquire()?;
         let behind = self.behind.as_deref();
         if let Some(behind) = behind {
@@ -290,16 +367,9 @@ impl Device {
         }
         self.core.lock().map_err(poisoned)
     }
+}
 
-    /// Locks the device for a command issued at `at`, telling the flash the command clock: the
-    /// controller's background thread may issue work ready by then, and no later (a command's own
-    /// dependent operations, issued later in simulated time, do not advance it).
-    fn lock_at(&self, at: SimTime) -> Result<Locked<'_>> {
-        let mut core = self.lock()?;
-        core.space.advance_clock(at);
-        Ok(core)
-    }
-
+impl Device {
     /// Flash operations issued so far (the crash harness counts its crash points in them).
     pub(crate) fn flash_operations(&self) -> u64 {
         self.lock()

@@ -212,3 +212,85 @@ fn device_file_every_command_returns_durable_with_the_sync_outside_the_lock() {
     drop(device);
     let _ = std::fs::remove_file(&path);
 }
+
+/// Checkpoints on the device's own thread: four writers fill the log many times over, the
+/// checkpoints keep coming, the log never holds much more than twice its limit (what the next open
+/// replays is bounded), and after a sync and a drop without a close every store is there again.
+#[test]
+fn device_file_checkpoint_thread_keeps_the_log_bounded() {
+    let path = std::env::temp_dir().join(format!(
+        "kvssd-device-file-checkpoints-{}.img",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let mut config = DeviceConfig::test_min();
+    config.durability = Durability::WriteAheadLog(SyncPolicy::None);
+    let profile = Profile::test_min();
+    let device =
+        Arc::new(Device::create(&path, profile.geometry, None, config.clone()).expect("create"));
+    let namespace = device
+        .create_namespace(NamespaceSpec::new(Preset::Pink))
+        .expect("namespace");
+    let before = device.durability_counts().expect("counts");
+    let workers: Vec<_> = (0..THREADS)
+        .map(|thread| {
+            let device = Arc::clone(&device);
+            std::thread::spawn(move || {
+                for round in 1..=ROUNDS {
+                    store(
+                        &device,
+                        namespace,
+                        thread,
+                        round as usize % KEYS_PER_THREAD,
+                        round,
+                    );
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.join().expect("worker");
+    }
+    let after = device.durability_counts().expect("counts");
+    let log_pages = after.log_pages_written - before.log_pages_written;
+    let checkpoints = after.checkpoints_written - before.checkpoints_written;
+    assert!(
+        checkpoints >= 3,
+        "{checkpoints} checkpoints while {log_pages} log pages were written"
+    );
+    device.sync(0).expect("sync");
+    drop(Arc::into_inner(device).expect("the workers are done"));
+
+    let device = Device::open_path(&path, None, config.clone()).expect("reopen");
+    let report = device
+        .recovery_report()
+        .expect("report")
+        .expect("a recovered device");
+    // The limit the live checkpoint set (`CHECKPOINT_LOG_RATIO` is 8); commands in flight when
+    // the log reached twice it may each add a page.
+    let floor = config.checkpoint_log_blocks as u64 * u64::from(profile.geometry.pages_per_block);
+    let limit = floor.max(8 * report.checkpoint_pages);
+    assert!(
+        report.log_pages_read <= 2 * limit + THREADS as u64 + 1,
+        "the reopen read {} log pages; the checkpoint of {} pages set a limit of {limit}",
+        report.log_pages_read,
+        report.checkpoint_pages
+    );
+    for thread in 0..THREADS {
+        for slot in 0..KEYS_PER_THREAD {
+            // The last round that stored this slot.
+            let last = (1..=ROUNDS)
+                .rev()
+                .find(|round| *round as usize % KEYS_PER_THREAD == slot)
+                .expect("every slot is stored");
+            let found = device
+                .retrieve(0, namespace, &key(thread, slot), None)
+                .expect("retrieve")
+                .0
+                .map(|found| version_of(thread, slot, &found.value));
+            assert_eq!(found, Some(last), "thread {thread} slot {slot}");
+        }
+    }
+    drop(device);
+    let _ = std::fs::remove_file(&path);
+}

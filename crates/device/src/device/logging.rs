@@ -49,6 +49,7 @@ impl Core {
         let t = journal.checkpoint(&mut self.space, at, true)?;
         drop(journal);
         self.checkpoint_due = false;
+        self.checkpoint_overdue = false;
         Ok(t)
     }
 
@@ -145,12 +146,14 @@ impl Core {
             self.config.checkpoint_log_blocks.max(1) as u64 * u64::from(journal.pages_per_block());
         let limit = floor.max(CHECKPOINT_LOG_RATIO * journal.checkpoint_pages());
         let due = journal.log_pages() >= limit;
+        let overdue = journal.log_pages() >= 2 * limit;
         drop(journal);
         if due && self.unlocked_file_io {
-            // Written by the command once it has released the lock and synced the file
-            // (`Device::after_command`), so that the lock is not held while the writes of the
-            // whole log's span go to stable storage.
+            // Written once the lock is released and the file synced without it
+            // (`Device::after_command`, by the checkpoint thread if it runs), so that the lock is
+            // not held while the writes of the whole log's span go to stable storage.
             self.checkpoint_due = true;
+            self.checkpoint_overdue = overdue;
             return Ok(at);
         }
         if due {
@@ -273,16 +276,21 @@ impl Device {
     pub fn sync(&self, at: SimTime) -> Result<SimTime> {
         let logged = self.logged_sequence()?;
         {
-            let mut running = self.syncing.running.lock().map_err(poisoned)?;
+            let mut running = self.shared.syncing.running.lock().map_err(poisoned)?;
             while *running {
-                running = self.syncing.finished.wait(running).map_err(poisoned)?;
+                running = self
+                    .shared
+                    .syncing
+                    .finished
+                    .wait(running)
+                    .map_err(poisoned)?;
             }
             if logged.is_some() && self.durable_sequence()? >= logged {
                 return Ok(at);
             }
             *running = true;
         }
-        let _leading = Leading(&self.syncing);
+        let _leading = Leading(&self.shared.syncing);
         self.sync_now(at)
     }
 

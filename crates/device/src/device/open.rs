@@ -130,7 +130,7 @@ impl Device {
 
     /// Closes cleanly: a checkpoint (so the next open replays nothing) and a sync of the media.
     pub fn close(self, at: SimTime) -> Result<Flash> {
-        let mut core = self.core.into_inner().map_err(poisoned)?;
+        let mut core = self.into_core()?;
         if core.plp.is_some() {
             // Power-loss protection: a clean close is a dump without the cut.
             let report = core.write_dump(at)?;
@@ -147,7 +147,7 @@ impl Device {
     /// Gives the flash back without writing anything (after a power cut: recover by opening it
     /// again).
     pub fn into_flash(self) -> Result<Flash> {
-        let mut core = self.core.into_inner().map_err(poisoned)?;
+        let mut core = self.into_core()?;
         core.space.set_erase_hook(None);
         core.journal = None;
         Ok(core.space.into_flash())
