@@ -124,9 +124,11 @@ pub(crate) struct Shared {
 }
 
 /// The device's lock, held for one command. Dropping it releases the lock and then writes the
-/// pages the command programmed on file media ([`WriteBehind`]): they reach the file before the
-/// command returns, as before, but no lock is held across the `pwrite`s, so other commands run
-/// meanwhile. A write that fails is reported by every later command and sync.
+/// pages the command programmed on file media ([`WriteBehind`]), unless another command is
+/// writing queued pages already: that one writes them too, and this command returns without
+/// waiting (reads find queued pages in the queue, and a sync writes them first). No lock is held
+/// across the `pwrite`s, so other commands run meanwhile. A write that fails is reported by every
+/// later command and sync.
 pub(crate) struct Locked<'a> {
     core: Option<MutexGuard<'a, Core>>,
     behind: Option<&'a WriteBehind>,
@@ -154,7 +156,7 @@ impl Drop for Locked<'_> {
         if let Some(behind) = self.behind {
             if behind.queued_total() != self.queued_at_lock {
                 // A failure stays in the queue: the next command and every sync report it.
-                let _ = behind.drain();
+                let _ = behind.drain_unless_draining();
             }
         }
     }

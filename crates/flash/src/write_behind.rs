@@ -5,14 +5,15 @@
 //! holds a handle once it has released its own locks, writes the queued slots. Until a slot is
 //! written, reads take it from the queue, so no reader ever sees the file without it. A slot
 //! leaves the queue only after its `pwrite` returned, and only if it was not replaced meanwhile.
-//! One drain runs at a time, so two versions of a slot never race to the file. A sync drains
-//! first, so it covers every program made before it, as without write-behind.
+//! One drain runs at a time, so two versions of a slot never race to the file; a caller that
+//! finds one running may leave its slots to it ([`WriteBehind::drain_unless_draining`]). A sync
+//! drains first, so it covers every program made before it, as without write-behind.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::{FlashError, Result};
 
@@ -33,6 +34,10 @@ pub struct WriteBehind {
     writes: std::sync::atomic::AtomicU64,
     queued_total: std::sync::atomic::AtomicU64,
 }
+
+/// Slots the queue may hold before a command that queued more waits for the drain running
+/// ([`WriteBehind::drain_unless_draining`]): 8.25 MiB of 8 KiB pages.
+const QUEUED_MAX: usize = 1024;
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // The queue's invariants hold between statements; a panic elsewhere leaves it usable.
@@ -100,6 +105,38 @@ impl WriteBehind {
     /// left), after any drain already running. Returns the first write error any drain met.
     pub fn drain(&self) -> Result<()> {
         let mut failed = lock(&self.draining);
+        self.drain_held(&mut failed)
+    }
+
+    /// Writes the queued slots, unless a drain is running already: that drain writes them before
+    /// it ends, and the caller goes on without waiting for it. A caller whose slots are still
+    /// queued when it returns may find them in the queue ([`WriteBehind::queued`]) until then;
+    /// a sync drains first. Once more than `QUEUED_MAX` (1,024) slots are queued, waits as
+    /// [`WriteBehind::drain`] does, so the queue stays bounded.
+    pub fn drain_unless_draining(&self) -> Result<()> {
+        loop {
+            let mut failed = match self.draining.try_lock() {
+                Ok(failed) => failed,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => {
+                    if self.pending() > QUEUED_MAX {
+                        return self.drain();
+                    }
+                    return self.failure();
+                }
+            };
+            self.drain_held(&mut failed)?;
+            drop(failed);
+            // A slot queued by a caller that found this drain running after it looked at the
+            // queue for the last time: that caller did not wait, so it is written here.
+            if lock(&self.queued).is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// The drain itself, with the drains' lock held (`failed`).
+    fn drain_held(&self, failed: &mut MutexGuard<'_, Option<String>>) -> Result<()> {
         loop {
             let batch: Vec<(u64, Arc<Vec<u8>>)> = lock(&self.queued)
                 .iter()
@@ -130,7 +167,7 @@ impl WriteBehind {
                 self.writes
                     .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 if let Err(error) = self.file.write_all_at(bytes, offset) {
-                    *failed = Some(format!("write page of {}: {error}", self.path.display()));
+                    **failed = Some(format!("write page of {}: {error}", self.path.display()));
                     self.failed
                         .store(true, std::sync::atomic::Ordering::Release);
                     break;

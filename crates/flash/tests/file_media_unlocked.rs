@@ -195,3 +195,67 @@ fn memory_media_detach_no_read() {
         .expect("issue")
         .is_none());
 }
+
+/// Writers that program under a shared lock and then drain without waiting for a drain already
+/// running (as the device's commands do): once every writer has returned, nothing is left in
+/// the queue, and the file holds every page, although most writers never wrote their own.
+#[test]
+fn writers_that_leave_their_pages_to_a_running_drain_leave_none_behind() {
+    const WRITERS: u32 = 4;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let geometry = geometry();
+    let mut flash = Flash::create(&path, geometry, None).expect("create");
+    flash.set_write_behind(true).expect("write-behind on");
+    let queue = flash.write_behind().expect("file media have a queue");
+    let flash = std::sync::Mutex::new(flash);
+    let blocks_per_writer = geometry.blocks_per_die / WRITERS;
+    for round in 0..20u8 {
+        std::thread::scope(|scope| {
+            for writer in 0..WRITERS {
+                let (flash, queue) = (&flash, &queue);
+                scope.spawn(move || {
+                    for die in 0..geometry.dies() {
+                        for block in 0..blocks_per_writer {
+                            let block = BlockAddress {
+                                die,
+                                block: writer * blocks_per_writer + block,
+                            };
+                            for number in 0..geometry.pages_per_block {
+                                let mut flash = flash.lock().expect("flash");
+                                if number == 0 && round > 0 {
+                                    flash.erase(0, block, Purpose::Gc).expect("erase");
+                                }
+                                flash
+                                    .program(
+                                        0,
+                                        block.page(number),
+                                        Purpose::UserData,
+                                        &page(round.wrapping_add(number as u8)),
+                                        &[round; 4],
+                                    )
+                                    .expect("program");
+                                drop(flash);
+                                queue.drain_unless_draining().expect("drain");
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(queue.pending(), 0, "round {round}: slots left in the queue");
+    }
+    drop(flash);
+    let mut reopened = Flash::open(&path, None, None).expect("reopen");
+    for die in 0..geometry.dies() {
+        for block in 0..WRITERS * blocks_per_writer {
+            let block = BlockAddress { die, block };
+            for number in 0..geometry.pages_per_block {
+                assert_eq!(
+                    read(&mut reopened, block, number),
+                    page(19u8.wrapping_add(number as u8))
+                );
+            }
+        }
+    }
+}
