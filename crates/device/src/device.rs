@@ -372,6 +372,17 @@ impl Shared {
 }
 
 impl Device {
+    /// Returns once the device's own threads have done the work asked of them: on an untimed file
+    /// image, the checkpoint a full log asked for. A no-op elsewhere. (A test that abandons a
+    /// device to stand for a crash calls it first, so that no checkpoint of the abandoned device
+    /// runs while the image is opened again.)
+    pub fn wait_for_background(&self) -> Result<()> {
+        if self.checkpointer.is_some() {
+            self.shared.background.wait_idle()?;
+        }
+        Ok(())
+    }
+
     /// Flash operations issued so far (the crash harness counts its crash points in them).
     pub(crate) fn flash_operations(&self) -> u64 {
         self.lock()

@@ -98,6 +98,7 @@ fn device_file_sync_outside_the_lock_publishes_what_was_logged_before_it() {
         }
     }
     // Abandoned without a close: only what the syncs made durable is there to find.
+    device.wait_for_background().expect("checkpoints");
     std::mem::forget(device);
     let device = Device::open_path(&path, None, config).expect("reopen");
     for (key, value) in &expected {
@@ -134,6 +135,7 @@ fn device_file_group_commit_makes_each_writers_record_durable_before_sync_return
     let counts = device.durability_counts().expect("counts");
     assert!(counts.media_syncs > 0, "{counts:?}");
     // Abandoned without a close: every writer's last value was synced.
+    device.wait_for_background().expect("checkpoints");
     std::mem::forget(device);
     let device = Device::open_path(&path, None, config).expect("reopen");
     for writer in 0..4u32 {
