@@ -160,21 +160,30 @@ fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
     }
 }
 
-#[test]
-fn device_file_every_command_returns_durable_with_the_sync_outside_the_lock() {
+/// A new `test_min` image named after `name`, under a log synced by `policy`, with one `pink`
+/// namespace.
+fn pink_on_a_file(
+    name: &str,
+    policy: SyncPolicy,
+) -> (std::path::PathBuf, DeviceConfig, Arc<Device>, NamespaceId) {
     let path = std::env::temp_dir().join(format!(
-        "kvssd-device-file-every-{}.img",
+        "kvssd-device-file-{name}-{}.img",
         std::process::id()
     ));
     let _ = std::fs::remove_file(&path);
     let mut config = DeviceConfig::test_min();
-    config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
-    let profile = Profile::test_min();
+    config.durability = Durability::WriteAheadLog(policy);
     let device =
-        Arc::new(Device::create(&path, profile.geometry, None, config.clone()).expect("create"));
+        Device::create(&path, Profile::test_min().geometry, None, config.clone()).expect("create");
     let namespace = device
         .create_namespace(NamespaceSpec::new(Preset::Pink))
         .expect("namespace");
+    (path, config, Arc::new(device), namespace)
+}
+
+#[test]
+fn device_file_every_command_returns_durable_with_the_sync_outside_the_lock() {
+    let (path, _, device, namespace) = pink_on_a_file("every", SyncPolicy::EveryCommand);
     // One writer: every store is durable when it returns, and nothing else is logged.
     for round in 1..=50 {
         let syncs = device.durability_counts().expect("counts").media_syncs;
@@ -218,19 +227,8 @@ fn device_file_every_command_returns_durable_with_the_sync_outside_the_lock() {
 /// replays is bounded), and after a sync and a drop without a close every store is there again.
 #[test]
 fn device_file_checkpoint_thread_keeps_the_log_bounded() {
-    let path = std::env::temp_dir().join(format!(
-        "kvssd-device-file-checkpoints-{}.img",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&path);
-    let mut config = DeviceConfig::test_min();
-    config.durability = Durability::WriteAheadLog(SyncPolicy::None);
+    let (path, config, device, namespace) = pink_on_a_file("checkpoints", SyncPolicy::None);
     let profile = Profile::test_min();
-    let device =
-        Arc::new(Device::create(&path, profile.geometry, None, config.clone()).expect("create"));
-    let namespace = device
-        .create_namespace(NamespaceSpec::new(Preset::Pink))
-        .expect("namespace");
     let before = device.durability_counts().expect("counts");
     let workers: Vec<_> = (0..THREADS)
         .map(|thread| {
