@@ -175,16 +175,27 @@ impl Space {
         Ok(())
     }
 
-    /// Takes a free block for the durability layer (log or checkpoint pages), the least-erased of
-    /// the die after the one it took last.
+    /// Takes a free block for the durability layer (log or checkpoint pages), looking at the die
+    /// after the one it took last first: on flash the least-erased (wear levelling); on a file
+    /// image the most-erased, a block the file already holds. Files do not wear, and a log page
+    /// synced on its own costs less where the file system has allocated its bytes already: on
+    /// this machine's ext4, writing an 8,448-byte slot and `fdatasync` took 141 µs over written
+    /// bytes and 205 µs into a hole of the sparse image, and with a sync per store a fresh image
+    /// put every log page into a hole.
     pub fn take_system_block(&mut self) -> Result<u64> {
         let dies = self.geometry.dies();
+        let on_file = matches!(self.flash.media_kind(), kvssd_flash::MediaKind::File(_));
         let mut best: Option<(u32, u32, usize)> = None;
         for offset in 0..dies {
             let die = (self.durable.next_system_die + offset) % dies.max(1);
             for (slot, &block) in self.free_by_die[die as usize].iter().enumerate() {
                 let count = self.flash.erase_count(BlockAddress { die, block })?;
-                if best.is_none_or(|(best_count, _, _)| count < best_count) {
+                let better = match best {
+                    None => true,
+                    Some((best_count, _, _)) if on_file => count > best_count,
+                    Some((best_count, _, _)) => count < best_count,
+                };
+                if better {
                     best = Some((count, die, slot));
                 }
             }
