@@ -238,29 +238,41 @@ impl Core {
     }
 }
 
-/// Group commit: at most one log sync runs at a time. A writer that asks for a sync while one runs
-/// waits for it; then its records are durable (they were logged before that sync began) or it runs
-/// the next sync, for itself and every writer that logged meanwhile: one partly filled log page and
-/// one `fdatasync` for all of them.
+/// Syncs that may run at once ([`SyncGate`]).
+const SYNCS_AT_ONCE_MAX: usize = 2;
+
+/// Group commit: a writer whose records a running sync covers waits for it; any other starts a
+/// sync of its own at once, beside those running (at most [`SYNCS_AT_ONCE_MAX`]), for itself and
+/// every writer that logged before it: one partly filled log page and one `fdatasync` for all of
+/// them. The file system runs concurrent `fdatasync`s of one file in parallel (on this machine,
+/// writing a fresh 8,448-byte slot and syncing it: 4.5K times a second from one thread, 7.8K from
+/// two), where one sync at a time made two writers that sync after every store take turns. More
+/// than two at once split four writers' records into more syncs than they saved.
 #[derive(Debug, Default)]
 pub(crate) struct SyncGate {
-    running: Mutex<bool>,
+    /// The newest record each running sync covers at least (`None`: nothing was logged).
+    running: Mutex<Vec<Option<u64>>>,
     finished: Condvar,
 }
 
-/// Marks the gate's sync finished when dropped, so a failing (or panicking) sync never leaves
-/// writers waiting.
-struct Leading<'a>(&'a SyncGate);
+/// Removes a sync from the gate's running ones when dropped, so a failing (or panicking) sync
+/// never leaves writers waiting.
+struct Running<'a> {
+    gate: &'a SyncGate,
+    covers: Option<u64>,
+}
 
-impl Drop for Leading<'_> {
+impl Drop for Running<'_> {
     fn drop(&mut self) {
         let mut running = self
-            .0
+            .gate
             .running
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        *running = false;
-        self.0.finished.notify_all();
+        if let Some(position) = running.iter().position(|&covers| covers == self.covers) {
+            running.swap_remove(position);
+        }
+        self.gate.finished.notify_all();
     }
 }
 
@@ -270,27 +282,30 @@ impl Device {
     ///
     /// On file media the `fdatasync` runs without the device's lock: the page is written under
     /// it, then commands and reads go on while the sync runs, and the records logged before it
-    /// began are published as durable ([`Device::durable_sequence`]) once it returns. Concurrent
-    /// calls share syncs (group commit, [`SyncGate`]): a call made while another's sync runs waits
-    /// for it and returns at once if that sync covered its records.
+    /// began are published as durable ([`Device::durable_sequence`]) once it returns; syncs that
+    /// finish out of order never move it back. Concurrent calls share syncs (group commit,
+    /// [`SyncGate`]): a call whose records a running sync covers waits for it; any other starts
+    /// its own beside the running ones.
     pub fn sync(&self, at: SimTime) -> Result<SimTime> {
         let logged = self.logged_sequence()?;
-        {
-            let mut running = self.shared.syncing.running.lock().map_err(poisoned)?;
-            while *running {
-                running = self
-                    .shared
-                    .syncing
-                    .finished
-                    .wait(running)
-                    .map_err(poisoned)?;
-            }
+        let gate = &self.shared.syncing;
+        let mut running = gate.running.lock().map_err(poisoned)?;
+        loop {
             if logged.is_some() && self.durable_sequence()? >= logged {
                 return Ok(at);
             }
-            *running = true;
+            let covered = logged.is_some() && running.iter().any(|&covers| covers >= logged);
+            if !covered && running.len() < SYNCS_AT_ONCE_MAX {
+                break;
+            }
+            running = gate.finished.wait(running).map_err(poisoned)?;
         }
-        let _leading = Leading(&self.shared.syncing);
+        running.push(logged);
+        drop(running);
+        let _running = Running {
+            gate,
+            covers: logged,
+        };
         self.sync_now(at)
     }
 
