@@ -564,7 +564,7 @@ impl Flash {
         done_at
     }
 
-    /// Whether a read may run detached ([`Flash::read_detached`]): no faults are injected.
+    /// Whether a read may run detached ([`Flash::read_detached_range`]): no faults are injected.
     pub(crate) fn detachable(&self) -> bool {
         self.faults.is_quiet()
     }
@@ -577,11 +577,6 @@ impl Flash {
     /// Counts an operation issued.
     pub(crate) fn count_operation(&mut self) {
         self.operations += 1;
-    }
-
-    /// The program sequence number at block `slot`'s last erase.
-    pub(crate) fn erase_sequence_of(&self, slot: usize) -> u64 {
-        self.blocks[slot].erase_sequence
     }
 
     /// Whether a trailer names a program of the page since its block's last erase.

@@ -364,7 +364,6 @@ pub(crate) struct FileMedia {
 pub(crate) struct SlotSource {
     pub(crate) file: Arc<File>,
     pub(crate) offset: u64,
-    pub(crate) slot_bytes: usize,
     pub(crate) erasures: Arc<[AtomicU32]>,
     pub(crate) behind: Option<Arc<WriteBehind>>,
 }
@@ -564,7 +563,6 @@ impl FileMedia {
         SlotSource {
             file: Arc::clone(&self.file),
             offset: self.layout.slot_at(index),
-            slot_bytes: self.layout.slot_bytes as usize,
             erasures: Arc::clone(&self.erasures),
             behind: self.behind.clone(),
         }

@@ -96,7 +96,7 @@ fn dropping_the_flash_writes_what_is_queued() {
 }
 
 #[test]
-fn a_detached_read_returns_the_page_and_refuses_one_erased_since_it_was_issued() {
+fn a_detached_read_of_the_whole_payload_returns_it_and_refuses_a_page_erased_since() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("device.kvssd");
     let block = BlockAddress { die: 2, block: 4 };
@@ -105,10 +105,7 @@ fn a_detached_read_returns_the_page_and_refuses_one_erased_since_it_was_issued()
         .program(0, block.page(0), Purpose::UserData, &page(5), &[0; 4])
         .expect("program");
     let reads = flash.counters().of(Purpose::UserData).reads;
-    let (read, _) = flash
-        .read_detached(0, block.page(0), Purpose::UserData)
-        .expect("issue")
-        .expect("file media detach reads");
+    let read = issue(&mut flash, block);
     assert_eq!(
         flash.counters().of(Purpose::UserData).reads,
         reads + 1,
@@ -167,9 +164,10 @@ fn a_detached_range_read_returns_those_bytes_alone_and_refuses_an_erased_page() 
         .is_err());
 }
 
+/// A detached read of page 0's whole payload.
 fn issue(flash: &mut Flash, block: BlockAddress) -> kvssd_flash::DetachedRead {
     flash
-        .read_detached(0, block.page(0), Purpose::UserData)
+        .read_detached_range(0, block.page(0), Purpose::UserData, 0..page(0).len())
         .expect("issue")
         .expect("file media detach reads")
         .0
@@ -191,7 +189,7 @@ fn memory_media_detach_no_read() {
         .program(0, block.page(0), Purpose::UserData, &page(1), &[0; 4])
         .expect("program");
     assert!(flash
-        .read_detached(0, block.page(0), Purpose::UserData)
+        .read_detached_range(0, block.page(0), Purpose::UserData, 0..8)
         .expect("issue")
         .is_none());
 }
