@@ -85,6 +85,18 @@ pub enum Located {
     },
 }
 
+/// The pair assertion every value read through an index makes: the record carries the key the
+/// index filed it under (an index entry pointing at another key's record is a malformed index).
+pub fn check_record_key(key: &[u8], record_key: &[u8], pointer: RecordPointer) -> Result<()> {
+    if record_key != key {
+        return Err(EngineError::MalformedSegment {
+            page: pointer.page().0,
+            what: "value record carries another key than its index entry",
+        });
+    }
+    Ok(())
+}
+
 /// A read-only view of an index of sorted levels, for the device's consistency check.
 #[derive(Debug, Clone, Default)]
 pub struct LevelsView {

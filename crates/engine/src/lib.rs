@@ -45,7 +45,9 @@ pub use config::{
     EngineConfig, Features, GcPolicy, Preset, KEY_BYTES_MAX, MERGE_ACCELERATOR_NS_PER_KIB,
     VALUE_BYTES_MAX,
 };
-pub use contract::{Capabilities, Engine, EngineReport, LevelsView, Located, LocatedPairs};
+pub use contract::{
+    check_record_key, Capabilities, Engine, EngineReport, LevelsView, Located, LocatedPairs,
+};
 pub use cpu::{CpuCosts, CpuCounts};
 pub use error::EngineError;
 pub use lsm::{

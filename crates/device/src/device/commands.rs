@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use kvssd_engine::{Engine, EngineError, Located};
+use kvssd_engine::{check_record_key, Engine, EngineError, Located};
 use kvssd_flash::{Lane, Purpose, SimTime};
 use kvssd_space::{DetachedRecord, RecordRead, Space};
 
@@ -225,14 +225,7 @@ impl Core {
         )? {
             RecordRead::Detached(record, done) => Ok(Retrieval::Pending(record, done)),
             RecordRead::Ready(record, done) => {
-                // Pair assertion, as the engine's own GET makes it.
-                if record.key != key {
-                    return Err(EngineError::MalformedSegment {
-                        page: pointer.page().0,
-                        what: "value record carries another key than its index entry",
-                    }
-                    .into());
-                }
+                check_record_key(key, &record.key, pointer)?;
                 Ok(Retrieval::Done(Some(cut(record.value, range)?), done))
             }
         }

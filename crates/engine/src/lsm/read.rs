@@ -10,7 +10,7 @@ use super::level::{Level, SearchMode};
 use super::segment;
 use super::segment::{Entry, SegmentPage};
 use super::{Found, LsmTree, Pairs, Picked, Result};
-use crate::{EngineError, Located, LocatedPairs};
+use crate::{check_record_key, EngineError, Located, LocatedPairs};
 
 impl LsmTree {
     /// Finds the newest version of `key`: L0, then each level's one candidate segment. Returns what
@@ -157,13 +157,7 @@ impl LsmTree {
                 t = self.charge(space, t);
                 let (record, done) = space.read_record(t, pointer, Purpose::UserData)?;
                 t = done;
-                // Pair assertion: the record carries the key the index filed it under.
-                if record.key != key {
-                    return Err(EngineError::MalformedSegment {
-                        page: pointer.page().0,
-                        what: "value record carries another key than its index entry",
-                    });
-                }
+                check_record_key(key, &record.key, pointer)?;
                 Some(record.value)
             }
         };

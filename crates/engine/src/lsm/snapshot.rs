@@ -392,13 +392,7 @@ impl SnapshotIter {
     ) -> Result<(Vec<u8>, SimTime)> {
         let pointer = RecordPointer::from_raw(pointer);
         let (record, done) = space.read_record(at, pointer, Purpose::UserData)?;
-        // Pair assertion: the record carries the key the index filed it under.
-        if record.key != key {
-            return Err(EngineError::MalformedSegment {
-                page: pointer.page().0,
-                what: "value record carries another key than its index entry",
-            });
-        }
+        crate::check_record_key(key, &record.key, pointer)?;
         Ok((record.value, done))
     }
 
