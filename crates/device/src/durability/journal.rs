@@ -66,8 +66,6 @@ pub(crate) struct Journal {
     checkpoint: Option<CheckpointLocation>,
     ckpt_blocks: Vec<u64>,
     ckpt_next_page: u32,
-    /// Pages the live checkpoint took (its record's size; 0 before the first).
-    ckpt_pages: u64,
     log_id: u32,
     log_blocks: Vec<u64>,
     log_next_page: u32,
@@ -146,7 +144,6 @@ impl Journal {
             checkpoint: None,
             ckpt_blocks: Vec::new(),
             ckpt_next_page: 0,
-            ckpt_pages: 0,
             log_id: 0,
             log_blocks: Vec::new(),
             log_next_page: 0,
@@ -169,13 +166,6 @@ impl Journal {
     /// recovery replaces them (nothing is appended to a log whose tail may be torn).
     pub(crate) fn adopt(&mut self, root: &Root) {
         self.checkpoint = root.checkpoint.clone();
-        self.ckpt_pages = root.checkpoint.as_ref().map_or(0, |location| {
-            location
-                .extents
-                .iter()
-                .map(|extent| u64::from(extent.pages))
-                .sum()
-        });
         self.ckpt_blocks = root
             .checkpoint
             .iter()
@@ -207,7 +197,13 @@ impl Journal {
 
     /// Pages the live checkpoint took (0 before the first).
     pub(crate) fn checkpoint_pages(&self) -> u64 {
-        self.ckpt_pages
+        self.checkpoint.as_ref().map_or(0, |location| {
+            location
+                .extents
+                .iter()
+                .map(|extent| u64::from(extent.pages))
+                .sum()
+        })
     }
 
     /// Pages per block.
@@ -482,7 +478,6 @@ impl Journal {
         space.mark_durable();
         self.ckpt_blocks = new_blocks;
         self.ckpt_next_page = next_page;
-        self.ckpt_pages = pages.len() as u64;
         self.checkpoints_written += 1;
         let erase_at = t;
         for block in old_ckpt.into_iter().chain(old_log) {
