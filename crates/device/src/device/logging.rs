@@ -246,8 +246,10 @@ const SYNCS_AT_ONCE_MAX: usize = 2;
 /// every writer that logged before it: one partly filled log page and one `fdatasync` for all of
 /// them. The file system runs concurrent `fdatasync`s of one file in parallel (on this machine,
 /// writing a fresh 8,448-byte slot and syncing it: 4.5K times a second from one thread, 7.8K from
-/// two), where one sync at a time made two writers that sync after every store take turns. More
-/// than two at once split four writers' records into more syncs than they saved.
+/// two), where one sync at a time made two writers that sync after every store take turns. Four
+/// at once did worse than two for four such writers (`scripts/compare.sh --sync every --threads
+/// 4 --workloads load,a --records 50000 --ops 50000`: Load at 7.2K stores a second, against 9.5K
+/// and 11.8K in two runs with two).
 #[derive(Debug, Default)]
 pub(crate) struct SyncGate {
     /// The newest record each running sync covers at least (`None`: nothing was logged).
