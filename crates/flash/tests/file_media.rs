@@ -324,3 +324,53 @@ fn file_media_index_page_cache_serves_repeat_reads_and_forgets_erased_blocks() {
     assert!(!ram.set_index_cache_bytes(1 << 20));
     assert!(ram.index_cache_stats().is_none());
 }
+
+/// The flags the kernel reports for the descriptors this process holds on `path`.
+fn open_flags(path: &std::path::Path) -> Vec<u32> {
+    let path = fs::canonicalize(path).expect("canonical path");
+    let mut flags = Vec::new();
+    for entry in fs::read_dir("/proc/self/fd").expect("/proc/self/fd") {
+        let entry = entry.expect("fd entry");
+        if fs::read_link(entry.path()).ok().as_deref() != Some(path.as_path()) {
+            continue;
+        }
+        let info = fs::read_to_string(format!(
+            "/proc/self/fdinfo/{}",
+            entry.file_name().to_string_lossy()
+        ))
+        .expect("fdinfo");
+        let octal = info
+            .lines()
+            .find_map(|line| line.strip_prefix("flags:"))
+            .expect("a flags line");
+        flags.push(u32::from_str_radix(octal.trim(), 8).expect("octal flags"));
+    }
+    flags
+}
+
+#[test]
+fn file_media_read_without_updating_the_access_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let noatime = rustix::fs::OFlags::NOATIME.bits();
+    let created = Flash::create(&path, geometry(), None).expect("create");
+    let flags = open_flags(&path);
+    assert_eq!(flags.len(), 1, "one descriptor on the image");
+    assert_ne!(
+        flags[0] & noatime,
+        0,
+        "created with O_NOATIME: {:o}",
+        flags[0]
+    );
+    drop(created);
+    assert!(open_flags(&path).is_empty());
+    let _opened = Flash::open(&path, None, None).expect("open");
+    let flags = open_flags(&path);
+    assert_eq!(flags.len(), 1, "one descriptor on the image");
+    assert_ne!(
+        flags[0] & noatime,
+        0,
+        "opened with O_NOATIME: {:o}",
+        flags[0]
+    );
+}
