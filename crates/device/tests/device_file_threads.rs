@@ -166,6 +166,14 @@ fn pink_on_a_file(
     name: &str,
     policy: SyncPolicy,
 ) -> (std::path::PathBuf, DeviceConfig, Arc<Device>, NamespaceId) {
+    pink_on_a_file_with(name, policy, |_| {})
+}
+
+fn pink_on_a_file_with(
+    name: &str,
+    policy: SyncPolicy,
+    adjust: impl FnOnce(&mut DeviceConfig),
+) -> (std::path::PathBuf, DeviceConfig, Arc<Device>, NamespaceId) {
     let path = std::env::temp_dir().join(format!(
         "kvssd-device-file-{name}-{}.img",
         std::process::id()
@@ -173,6 +181,7 @@ fn pink_on_a_file(
     let _ = std::fs::remove_file(&path);
     let mut config = DeviceConfig::test_min();
     config.durability = Durability::WriteAheadLog(policy);
+    adjust(&mut config);
     let device =
         Device::create(&path, Profile::test_min().geometry, None, config.clone()).expect("create");
     let namespace = device
@@ -291,4 +300,97 @@ fn device_file_checkpoint_thread_keeps_the_log_bounded() {
     }
     drop(device);
     let _ = std::fs::remove_file(&path);
+}
+
+/// A crash between the steps of the checkpoint thread's checkpoint. After the first (its pages
+/// written and the log restarted; no superblock copy naming them yet), the reopen recovers the
+/// previous checkpoint and the log it trimmed: every store synced before is there, and none of
+/// those after, which only the new log holds. A sync after the first step commits the checkpoint
+/// first, so what it acknowledges survives. Once a copy names the checkpoint (its superseded
+/// blocks erased or not yet), the stores after are there too, and the next open replays only the
+/// new log.
+#[test]
+fn device_file_crash_between_a_checkpoints_halves_loses_no_synced_store() {
+    const ROUNDS_AFTER: u32 = 60;
+    let mut log_pages_read = Vec::new();
+    for case in ["crash", "sync", "named", "commit"] {
+        // A log long enough that the checkpoint thread writes no checkpoint of its own here.
+        let (path, config, device, namespace) =
+            pink_on_a_file_with(&format!("halves-{case}"), SyncPolicy::None, |config| {
+                config.checkpoint_log_blocks = 64;
+            });
+        for round in 1..=100 {
+            store(
+                &device,
+                namespace,
+                0,
+                round as usize % KEYS_PER_THREAD,
+                round,
+            );
+        }
+        device.sync(0).expect("sync");
+        device.wait_for_background().expect("idle");
+        let id = device
+            .prepare_checkpoint_now()
+            .expect("first half")
+            .expect("file media sync without the lock");
+        // Enough to fill several of the new log's blocks.
+        for round in 1..=ROUNDS_AFTER {
+            store(
+                &device,
+                namespace,
+                1,
+                round as usize % KEYS_PER_THREAD,
+                round,
+            );
+        }
+        match case {
+            "sync" => {
+                device.sync(0).expect("sync");
+            }
+            "named" => {
+                device
+                    .commit_prepared_checkpoint(id, false)
+                    .expect("named, not released");
+                device.sync(0).expect("sync");
+            }
+            "commit" => {
+                device
+                    .commit_prepared_checkpoint(id, true)
+                    .expect("the other steps");
+                device.sync(0).expect("sync");
+            }
+            _ => {}
+        }
+        device.wait_for_background().expect("idle");
+        std::mem::forget(Arc::into_inner(device).expect("one owner"));
+
+        let device = Device::open_path(&path, None, config).expect("reopen");
+        let report = device
+            .recovery_report()
+            .expect("report")
+            .expect("recovered");
+        log_pages_read.push(report.log_pages_read);
+        for (thread, rounds) in [(0, 100), (1, ROUNDS_AFTER)] {
+            for slot in 0..KEYS_PER_THREAD {
+                let last = (1..=rounds)
+                    .rev()
+                    .find(|round| *round as usize % KEYS_PER_THREAD == slot)
+                    .expect("every slot is stored");
+                let found = device
+                    .retrieve(0, namespace, &key(thread, slot), None)
+                    .expect("retrieve")
+                    .0
+                    .map(|found| version_of(thread, slot, &found.value));
+                let expected = (thread == 0 || case != "crash").then_some(last);
+                assert_eq!(found, expected, "{case}: thread {thread} slot {slot}");
+            }
+        }
+        drop(device);
+        let _ = std::fs::remove_file(&path);
+    }
+    assert!(
+        log_pages_read[2] < log_pages_read[0] && log_pages_read[3] < log_pages_read[0],
+        "the named checkpoint trimmed the log: pages read {log_pages_read:?}"
+    );
 }

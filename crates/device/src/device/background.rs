@@ -136,24 +136,72 @@ pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
 }
 
 impl Shared {
-    /// The checkpoint a full log asked for: the file synced without the lock, then the
-    /// checkpoint under it (nothing, if another command wrote one meanwhile).
+    /// The checkpoint a full log asked for (nothing, if another command wrote one meanwhile).
     fn checkpoint_in_background(&self) -> Result<()> {
-        let handle = {
-            let core = self.lock()?;
+        // Under the lock, three short steps: the checkpoint's pages are programmed and the log
+        // restarted; a superblock copy names them; what they superseded is erased. Between them,
+        // the file is synced without the lock while commands go on.
+        let prepared = {
+            let mut core = self.lock()?;
             if !core.checkpoint_due {
                 return Ok(());
             }
-            core.space.flash().sync_handle()
-        };
-        if let Some(handle) = handle {
-            handle.sync().map_err(SpaceError::from)?;
-        }
-        let mut core = self.lock()?;
-        if core.checkpoint_due {
             let at = core.space.flash().quiescent_at();
-            core.full_checkpoint(at)?;
+            core.prepare_checkpoint(at)?
+        };
+        let Some((handle, id)) = prepared else {
+            return Ok(());
+        };
+        self.finish_checkpoint(&handle, id, true)
+    }
+
+    /// The steps of a prepared checkpoint after the first: sync, name, and (with `release`) sync
+    /// and release.
+    fn finish_checkpoint(
+        &self,
+        handle: &kvssd_flash::SyncHandle,
+        id: u32,
+        release: bool,
+    ) -> Result<()> {
+        handle.sync().map_err(SpaceError::from)?;
+        {
+            let mut core = self.lock()?;
+            let at = core.space.flash().quiescent_at();
+            core.name_checkpoint(at, id)?;
         }
+        if !release {
+            return Ok(());
+        }
+        handle.sync().map_err(SpaceError::from)?;
+        let mut core = self.lock()?;
+        let at = core.space.flash().quiescent_at();
+        core.release_checkpoint(at)?;
         Ok(())
+    }
+}
+
+impl super::Device {
+    /// The first half of the checkpoint thread's checkpoint, run now: its pages programmed and
+    /// the log restarted, no superblock copy naming them yet. Returns the checkpoint's id for
+    /// [`super::Device::commit_prepared_checkpoint`], or `None` if it was written whole (media
+    /// that cannot be synced without the lock). For tests of a crash between the two halves;
+    /// call [`super::Device::wait_for_background`] first.
+    #[doc(hidden)]
+    pub fn prepare_checkpoint_now(&self) -> Result<Option<u32>> {
+        let mut core = self.shared.lock()?;
+        let at = core.space.flash().quiescent_at();
+        Ok(core.prepare_checkpoint(at)?.map(|(_, id)| id))
+    }
+
+    /// The rest: syncs without the lock, names checkpoint `id` in a superblock copy (unless a
+    /// command committed it first) and, with `release`, syncs again and erases what it
+    /// superseded.
+    #[doc(hidden)]
+    pub fn commit_prepared_checkpoint(&self, id: u32, release: bool) -> Result<()> {
+        let handle = self.shared.lock()?.space.flash().sync_handle();
+        let Some(handle) = handle else {
+            return Ok(());
+        };
+        self.shared.finish_checkpoint(&handle, id, release)
     }
 }

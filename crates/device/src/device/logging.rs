@@ -53,6 +53,49 @@ impl Core {
         Ok(t)
     }
 
+    /// The first half of [`Core::full_checkpoint`] for the checkpoint thread
+    /// ([`crate::durability::journal::Journal::prepare_checkpoint`]): the sync it must run
+    /// without the lock before [`Core::commit_checkpoint`], or `None` if the checkpoint is
+    /// already whole.
+    pub(super) fn prepare_checkpoint(
+        &mut self,
+        at: SimTime,
+    ) -> Result<Option<(kvssd_flash::SyncHandle, u32)>> {
+        let Some(shared) = self.journal.clone() else {
+            return Ok(None);
+        };
+        self.sync_table_with(&shared)?;
+        let mut journal = shared.lock().map_err(poisoned)?;
+        let next_lsn = journal.next_lsn;
+        self.publish_engine_states(next_lsn);
+        self.space.set_replay_lsn(next_lsn);
+        let (_, sync) = journal.prepare_checkpoint(&mut self.space, at)?;
+        drop(journal);
+        self.checkpoint_due = false;
+        self.checkpoint_overdue = false;
+        Ok(sync)
+    }
+
+    /// Names the checkpoint `id` prepared by [`Core::prepare_checkpoint`], whose pages the
+    /// caller's sync made durable, in a superblock copy (unless a command committed it first);
+    /// the caller syncs again without the lock, then calls [`Core::release_checkpoint`].
+    pub(super) fn name_checkpoint(&mut self, at: SimTime, id: u32) -> Result<SimTime> {
+        let Some(shared) = self.journal.clone() else {
+            return Ok(at);
+        };
+        let mut journal = shared.lock().map_err(poisoned)?;
+        Ok(journal.name_prepared(&mut self.space, at, Some(id))?)
+    }
+
+    /// Once a sync has made the copy naming a checkpoint durable: erases what it superseded.
+    pub(super) fn release_checkpoint(&mut self, at: SimTime) -> Result<SimTime> {
+        let Some(shared) = self.journal.clone() else {
+            return Ok(at);
+        };
+        let mut journal = shared.lock().map_err(poisoned)?;
+        Ok(journal.release_named(&mut self.space, at)?)
+    }
+
     /// With a log: a checkpoint after a namespace was created or deleted.
     pub(super) fn checkpoint_if_durable(&mut self) -> Result<()> {
         if self.journal.is_some() {

@@ -8,7 +8,11 @@
 //! * **checkpoint**: open data pages are programmed; the checkpoint's pages are programmed into
 //!   checkpoint blocks; a superblock copy naming it (and, when the log is trimmed, a fresh empty log)
 //!   is programmed; only then are the previous checkpoint's blocks and the trimmed log's blocks
-//!   erased.
+//!   erased. The checkpoint thread takes the same steps with syncs run without the device's lock
+//!   between them ([`Journal::prepare_checkpoint`], [`Journal::name_prepared`],
+//!   [`Journal::release_named`]): records logged after the first step go to a log that only the
+//!   superblock copy naming the checkpoint names, and nothing that would acknowledge one as
+//!   durable runs before that copy is synced ([`Journal::commit_prepared`]).
 
 use std::sync::{Arc, Mutex};
 
@@ -38,7 +42,9 @@ pub enum SyncPolicy {
         max_records: u32,
     },
     /// Records are programmed only when the log page fills or on [`crate::Device::sync`]: a crash
-    /// may lose the unprogrammed tail of the log (a suffix of the commands; never part of a batch).
+    /// may lose the records not yet synced (a suffix of the commands; never part of a batch). On
+    /// a file image that suffix may include programmed records: those of a page not yet synced,
+    /// and those logged while the checkpoint thread's checkpoint awaits its superblock copy.
     None,
 }
 
@@ -90,6 +96,32 @@ pub(crate) struct Journal {
     /// Counts the times `unsynced_pages` was set, so that a sync that ran without the journal's
     /// lock clears it only if no page was written meanwhile.
     unsynced_generation: u64,
+    /// A checkpoint whose pages are programmed but that no superblock copy names yet.
+    prepared: Option<Prepared>,
+    /// A checkpoint a superblock copy names that no sync has made durable yet.
+    named: Option<Named>,
+}
+
+/// What a checkpoint named by a superblock copy not yet synced superseded: released (and its
+/// records published as durable) once a sync has made the copy durable.
+struct Named {
+    /// The previous checkpoint's blocks and the trimmed log's.
+    superseded: Vec<u64>,
+    /// The newest record the checkpoint holds.
+    covers: Option<u64>,
+}
+
+/// A checkpoint written by [`Journal::prepare_checkpoint`] and not yet committed: its pages are
+/// programmed, the log it trimmed is kept until a superblock copy names it, and records appended
+/// meanwhile go to the new log, which only that copy names.
+struct Prepared {
+    location: CheckpointLocation,
+    /// Where the next checkpoint's pages go in its last block.
+    next_page: u32,
+    /// The blocks of the log it trimmed.
+    old_log: Vec<u64>,
+    /// The newest record it holds.
+    covers: Option<u64>,
 }
 
 /// A sync of the medium begun by [`Journal::begin_sync`] and run by its caller without the
@@ -159,6 +191,8 @@ impl Journal {
             media_syncs: 0,
             unsynced_pages: false,
             unsynced_generation: 0,
+            prepared: None,
+            named: None,
         })
     }
 
@@ -234,11 +268,15 @@ impl Journal {
     fn write_root(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime, SpaceError> {
         let done = self.program_root(space, at)?;
         self.sync_flash(space)?;
-        Ok(done)
+        self.release_named(space, done)
     }
 
     /// Programs the next superblock copy (erasing its block first when full), without a sync.
     fn program_root(&mut self, space: &mut Space, at: SimTime) -> Result<SimTime, SpaceError> {
+        debug_assert!(
+            self.prepared.is_none(),
+            "a superblock copy names the new log only with the checkpoint that trimmed the old"
+        );
         let sequence = self.sb_sequence + 1;
         let slot = (sequence % 2) as usize;
         let block = space.geometry().block_at(SUPERBLOCK_BLOCKS[slot]);
@@ -284,12 +322,16 @@ impl Journal {
             self.log_next_page = 0;
             // Recovery must know of the block before any record in it can be acknowledged.
             // Under `SyncPolicy::None` no record is acknowledged before the next sync, which
-            // covers this copy too: it is written, and synced with the records.
-            if self.policy() == SyncPolicy::None && self.sync_media {
-                t = self.program_root(space, t)?;
-                self.mark_unsynced();
-            } else {
-                t = self.write_root(space, t)?;
+            // covers this copy too: it is written, and synced with the records. While a
+            // checkpoint is prepared, no record of the new log is acknowledged before the copy
+            // that commits it, which names every block the new log has taken by then.
+            if self.prepared.is_none() {
+                if self.policy() == SyncPolicy::None && self.sync_media {
+                    t = self.program_root(space, t)?;
+                    self.mark_unsynced();
+                } else {
+                    t = self.write_root(space, t)?;
+                }
             }
         }
         let Some(&block) = self.log_blocks.last() else {
@@ -333,7 +375,12 @@ impl Journal {
             // for no sync, so its records become durable at the next sync (on media without a
             // write cache, at once).
             if flush || self.policy() != SyncPolicy::None || !self.sync_media {
-                self.sync_flash(space)?;
+                if self.prepared.is_some() {
+                    // The new log's records are durable once a superblock copy names it.
+                    t = t.max(self.commit_prepared(space, t)?);
+                } else {
+                    self.sync_flash(space)?;
+                }
                 if flush {
                     self.pending_records = 0;
                     self.durable_lsn = Some(lsn);
@@ -363,9 +410,10 @@ impl Journal {
         space: &mut Space,
         at: SimTime,
     ) -> Result<(SimTime, Option<PendingSync>), SpaceError> {
-        let mut t = at;
+        // Records in the new log of a prepared checkpoint are durable only once it is committed.
+        let mut t = self.commit_prepared(space, at)?;
         if let Some(page) = self.writer.flush() {
-            t = self.program_log_page(space, at, &page)?;
+            t = self.program_log_page(space, t, &page)?;
             if self.sync_media {
                 self.mark_unsynced();
             }
@@ -401,13 +449,168 @@ impl Journal {
 
     /// Writes a checkpoint of the published parts, the space layer's state and the namespace
     /// table; with `trim`, starts a new empty log (every part must then be current). Returns when
-    /// the new superblock copy is durable and the superseded blocks are erased.
+    /// the new superblock copy is durable and the superseded blocks are erased. A prepared
+    /// checkpoint is committed first.
     pub(crate) fn checkpoint(
         &mut self,
         space: &mut Space,
         at: SimTime,
         trim: bool,
     ) -> Result<SimTime, SpaceError> {
+        let t = self.commit_prepared(space, at)?;
+        let (mut t, location, next_page) = self.write_checkpoint_pages(space, t)?;
+        // The pages must be on stable storage before a copy of the superblock names them: a
+        // medium that writes in any order could otherwise keep the copy and lose the pages.
+        self.sync_flash(space)?;
+        t = self.release_named(space, t)?;
+        let new_blocks = location_blocks(&location);
+        let old_ckpt: Vec<u64> = self
+            .ckpt_blocks
+            .iter()
+            .copied()
+            .filter(|block| !new_blocks.contains(block))
+            .collect();
+        let mut old_log = Vec::new();
+        if trim {
+            old_log = self.start_new_log()?;
+            self.durable_lsn = self.next_lsn.checked_sub(1);
+        }
+        self.checkpoint = Some(location);
+        t = self.write_root(space, t)?;
+        space.mark_durable();
+        self.ckpt_blocks = new_blocks;
+        self.ckpt_next_page = next_page;
+        self.checkpoints_written += 1;
+        let erase_at = t;
+        for block in old_ckpt.into_iter().chain(old_log) {
+            t = t.max(space.release_system_block(erase_at, block)?);
+        }
+        Ok(t)
+    }
+
+    /// The first half of a checkpoint that trims the log, for a caller that syncs the medium
+    /// without the device's lock: programs the checkpoint's pages and starts the new log, and
+    /// returns the sync to run (and the checkpoint's id) for [`Journal::commit_prepared`] to
+    /// finish once it has. Records appended meanwhile go to the new log; whatever needs them
+    /// durable, or needs a superblock copy, commits the checkpoint first (with a sync under the
+    /// lock). A crash before the commit recovers the previous checkpoint and the trimmed log,
+    /// which is kept until then: a suffix of the records since is lost, none of them
+    /// acknowledged as durable. Where the medium cannot be synced without the lock, writes the
+    /// whole checkpoint here and returns no sync.
+    pub(crate) fn prepare_checkpoint(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<(SimTime, Option<(kvssd_flash::SyncHandle, u32)>), SpaceError> {
+        let t = self.commit_prepared(space, at)?;
+        let handle = space.flash().sync_handle().filter(|_| self.sync_media);
+        let Some(handle) = handle else {
+            return Ok((self.checkpoint(space, t, true)?, None));
+        };
+        let (mut t, location, next_page) = self.write_checkpoint_pages(space, t)?;
+        // The old log's last records, programmed: a crash of the process before the commit
+        // finds them in the file (the checkpoint holds them too).
+        if let Some(page) = self.writer.flush() {
+            t = t.max(self.program_log_page(space, t, &page)?);
+            self.mark_unsynced();
+        }
+        // Blocks allocated until now may hold pages this checkpoint reaches: none of them is
+        // erased without a checkpoint first (which commits this one), as for a durable one.
+        space.mark_durable();
+        let covers = self.next_lsn.checked_sub(1);
+        let old_log = self.start_new_log()?;
+        self.mark_unsynced();
+        let id = location.log_id;
+        self.prepared = Some(Prepared {
+            location,
+            next_page,
+            old_log,
+            covers,
+        });
+        Ok((t, Some((handle, id))))
+    }
+
+    /// Commits the prepared checkpoint, if any: programs a superblock copy naming it and the new
+    /// log, syncs, and erases the previous checkpoint's blocks and the trimmed log's.
+    pub(crate) fn commit_prepared(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<SimTime, SpaceError> {
+        if self.prepared.is_none() {
+            return Ok(at);
+        }
+        let t = self.name_prepared(space, at, None)?;
+        self.sync_flash(space)?;
+        self.release_named(space, t)
+    }
+
+    /// Programs a superblock copy naming the prepared checkpoint, if any, and the new log,
+    /// without syncing it: a caller that syncs without the device's lock then calls
+    /// [`Journal::release_named`]. `synced` is the id of the checkpoint whose pages the caller's
+    /// own sync made durable since it was prepared; for any other the medium is synced before
+    /// the copy is programmed.
+    pub(crate) fn name_prepared(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        synced: Option<u32>,
+    ) -> Result<SimTime, SpaceError> {
+        let Some(prepared) = self.prepared.take() else {
+            return Ok(at);
+        };
+        let mut t = at;
+        if synced != Some(prepared.location.log_id) || self.named.is_some() {
+            self.sync_flash(space)?;
+            t = self.release_named(space, t)?;
+        }
+        let new_blocks = location_blocks(&prepared.location);
+        let mut superseded: Vec<u64> = self
+            .ckpt_blocks
+            .iter()
+            .copied()
+            .filter(|block| !new_blocks.contains(block))
+            .collect();
+        superseded.extend(prepared.old_log);
+        self.checkpoint = Some(prepared.location);
+        t = self.program_root(space, t)?;
+        self.mark_unsynced();
+        self.ckpt_blocks = new_blocks;
+        self.ckpt_next_page = prepared.next_page;
+        self.checkpoints_written += 1;
+        self.named = Some(Named {
+            superseded,
+            covers: prepared.covers,
+        });
+        Ok(t)
+    }
+
+    /// After a sync that began once the copy naming a checkpoint was programmed: publishes the
+    /// checkpoint's records as durable and erases what it superseded.
+    pub(crate) fn release_named(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<SimTime, SpaceError> {
+        let Some(named) = self.named.take() else {
+            return Ok(at);
+        };
+        self.durable_lsn = named.covers.max(self.durable_lsn);
+        let mut t = at;
+        for block in named.superseded {
+            t = t.max(space.release_system_block(at, block)?);
+        }
+        Ok(t)
+    }
+
+    /// Programs a checkpoint's pages after the live checkpoint's in its last block, then into new
+    /// blocks; returns when they are programmed, where they are and where the next checkpoint's
+    /// pages go in the last block.
+    fn write_checkpoint_pages(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<(SimTime, CheckpointLocation, u32), SpaceError> {
         let mut t = space.sync_all(at, Purpose::Checkpoint)?;
         let checkpoint = Checkpoint {
             next_lsn: self.next_lsn,
@@ -425,7 +628,6 @@ impl Journal {
         let mut writer = LogWriter::new(self.page_bytes, id, 0).map_err(log_error)?;
         let mut pages = writer.append(&checkpoint.encode()).map_err(log_error)?;
         pages.extend(writer.flush());
-        // Pages go after the current checkpoint in its last block, then into new blocks.
         let mut extents: Vec<Extent> = Vec::new();
         let mut block = self.ckpt_blocks.last().copied();
         let mut next_page = self.ckpt_next_page;
@@ -450,41 +652,28 @@ impl Journal {
             }
             next_page += 1;
         }
-        // The pages must be on stable storage before a copy of the superblock names them: a
-        // medium that writes in any order could otherwise keep the copy and lose the pages.
-        self.sync_flash(space)?;
-        let new_blocks: Vec<u64> = extents.iter().map(|extent| extent.block).collect();
-        let old_ckpt: Vec<u64> = self
-            .ckpt_blocks
-            .iter()
-            .copied()
-            .filter(|block| !new_blocks.contains(block))
-            .collect();
-        let mut old_log = Vec::new();
-        if trim {
-            old_log = std::mem::take(&mut self.log_blocks);
-            self.log_id = self.next_log_id;
-            self.next_log_id += 1;
-            self.writer = LogWriter::new(self.page_bytes, self.log_id, 0).map_err(log_error)?;
-            self.log_next_page = 0;
-            self.pending_records = 0;
-            self.durable_lsn = self.next_lsn.checked_sub(1);
-        }
-        self.checkpoint = Some(CheckpointLocation {
+        let location = CheckpointLocation {
             log_id: id,
             extents,
-        });
-        t = self.write_root(space, t)?;
-        space.mark_durable();
-        self.ckpt_blocks = new_blocks;
-        self.ckpt_next_page = next_page;
-        self.checkpoints_written += 1;
-        let erase_at = t;
-        for block in old_ckpt.into_iter().chain(old_log) {
-            t = t.max(space.release_system_block(erase_at, block)?);
-        }
-        Ok(t)
+        };
+        Ok((t, location, next_page))
     }
+
+    /// Starts a new, empty log; returns the blocks of the one it replaces.
+    fn start_new_log(&mut self) -> Result<Vec<u64>, SpaceError> {
+        let old = std::mem::take(&mut self.log_blocks);
+        self.log_id = self.next_log_id;
+        self.next_log_id += 1;
+        self.writer = LogWriter::new(self.page_bytes, self.log_id, 0).map_err(log_error)?;
+        self.log_next_page = 0;
+        self.pending_records = 0;
+        Ok(old)
+    }
+}
+
+/// The blocks a checkpoint's pages are in.
+fn location_blocks(location: &CheckpointLocation) -> Vec<u64> {
+    location.extents.iter().map(|extent| extent.block).collect()
 }
 
 impl Journal {
