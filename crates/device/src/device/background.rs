@@ -138,9 +138,21 @@ pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
 impl Shared {
     /// The checkpoint a full log asked for (nothing, if another command wrote one meanwhile).
     fn checkpoint_in_background(&self) -> Result<()> {
-        // Under the lock, three short steps: the checkpoint's pages are programmed and the log
-        // restarted; a superblock copy names them; what they superseded is erased. Between them,
-        // the file is synced without the lock while commands go on.
+        // Under `SyncPolicy::None`, three short steps under the lock: the checkpoint's pages are
+        // programmed and the log restarted; a superblock copy names them; what they superseded
+        // is erased. Between them, the file is synced without the lock while commands go on.
+        // Every page written so far goes to stable storage first, without the lock, so that the
+        // syncs the checkpoint makes under it (when it is written whole) find little left.
+        let handle = {
+            let core = self.lock()?;
+            if !core.checkpoint_due {
+                return Ok(());
+            }
+            core.space.flash().sync_handle()
+        };
+        if let Some(handle) = handle {
+            handle.sync().map_err(SpaceError::from)?;
+        }
         let prepared = {
             let mut core = self.lock()?;
             if !core.checkpoint_due {

@@ -495,15 +495,20 @@ impl Journal {
     /// durable, or needs a superblock copy, commits the checkpoint first (with a sync under the
     /// lock). A crash before the commit recovers the previous checkpoint and the trimmed log,
     /// which is kept until then: a suffix of the records since is lost, none of them
-    /// acknowledged as durable. Where the medium cannot be synced without the lock, writes the
-    /// whole checkpoint here and returns no sync.
+    /// acknowledged as durable. Where the medium cannot be synced without the lock, or the sync
+    /// policy is not [`SyncPolicy::None`], writes the whole checkpoint here and returns no sync.
     pub(crate) fn prepare_checkpoint(
         &mut self,
         space: &mut Space,
         at: SimTime,
     ) -> Result<(SimTime, Option<(kvssd_flash::SyncHandle, u32)>), SpaceError> {
         let t = self.commit_prepared(space, at)?;
-        let handle = space.flash().sync_handle().filter(|_| self.sync_media);
+        // Under a policy whose commands sync, the next command would commit the checkpoint at
+        // once, with the sync of its pages under the lock: it is written whole here instead.
+        let handle = space
+            .flash()
+            .sync_handle()
+            .filter(|_| self.sync_media && self.sync == SyncPolicy::None);
         let Some(handle) = handle else {
             return Ok((self.checkpoint(space, t, true)?, None));
         };
