@@ -49,6 +49,28 @@ fn version_of(thread: usize, slot: usize, found: &[u8]) -> u32 {
     version.trim_end().parse().expect("a version")
 }
 
+/// The last of rounds `1..=rounds` that stored `slot` (round `r` stores slot `r % KEYS_PER_THREAD`).
+fn last_round(rounds: u32, slot: usize) -> u32 {
+    (1..=rounds)
+        .rev()
+        .find(|round| *round as usize % KEYS_PER_THREAD == slot)
+        .expect("every slot is stored")
+}
+
+/// The version `thread`'s key `slot` holds on the device, if any.
+fn stored_version(
+    device: &Device,
+    namespace: NamespaceId,
+    thread: usize,
+    slot: usize,
+) -> Option<u32> {
+    device
+        .retrieve(0, namespace, &key(thread, slot), None)
+        .expect("retrieve")
+        .0
+        .map(|found| version_of(thread, slot, &found.value))
+}
+
 #[test]
 fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
     for preset in [Preset::Pink, Preset::Lightstore] {
@@ -285,17 +307,11 @@ fn device_file_checkpoint_thread_keeps_the_log_bounded() {
     );
     for thread in 0..THREADS {
         for slot in 0..KEYS_PER_THREAD {
-            // The last round that stored this slot.
-            let last = (1..=ROUNDS)
-                .rev()
-                .find(|round| *round as usize % KEYS_PER_THREAD == slot)
-                .expect("every slot is stored");
-            let found = device
-                .retrieve(0, namespace, &key(thread, slot), None)
-                .expect("retrieve")
-                .0
-                .map(|found| version_of(thread, slot, &found.value));
-            assert_eq!(found, Some(last), "thread {thread} slot {slot}");
+            assert_eq!(
+                stored_version(&device, namespace, thread, slot),
+                Some(last_round(ROUNDS, slot)),
+                "thread {thread} slot {slot}"
+            );
         }
     }
     drop(device);
@@ -373,17 +389,12 @@ fn device_file_crash_between_a_checkpoints_halves_loses_no_synced_store() {
         log_pages_read.push(report.log_pages_read);
         for (thread, rounds) in [(0, 100), (1, ROUNDS_AFTER)] {
             for slot in 0..KEYS_PER_THREAD {
-                let last = (1..=rounds)
-                    .rev()
-                    .find(|round| *round as usize % KEYS_PER_THREAD == slot)
-                    .expect("every slot is stored");
-                let found = device
-                    .retrieve(0, namespace, &key(thread, slot), None)
-                    .expect("retrieve")
-                    .0
-                    .map(|found| version_of(thread, slot, &found.value));
-                let expected = (thread == 0 || case != "crash").then_some(last);
-                assert_eq!(found, expected, "{case}: thread {thread} slot {slot}");
+                let expected = (thread == 0 || case != "crash").then(|| last_round(rounds, slot));
+                assert_eq!(
+                    stored_version(&device, namespace, thread, slot),
+                    expected,
+                    "{case}: thread {thread} slot {slot}"
+                );
             }
         }
         drop(device);

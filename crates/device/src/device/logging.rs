@@ -4,7 +4,7 @@
 //! checkpoints and the superblock.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use kvssd_flash::SimTime;
 
@@ -41,11 +41,7 @@ impl Core {
         let Some(shared) = self.journal.clone() else {
             return Ok(at);
         };
-        self.sync_table_with(&shared)?;
-        let mut journal = shared.lock().map_err(poisoned)?;
-        let next_lsn = journal.next_lsn;
-        self.publish_engine_states(next_lsn);
-        self.space.set_replay_lsn(next_lsn);
+        let mut journal = self.publish_for_checkpoint(&shared)?;
         let t = journal.checkpoint(&mut self.space, at, true)?;
         drop(journal);
         self.checkpoint_due = false;
@@ -53,9 +49,23 @@ impl Core {
         Ok(t)
     }
 
-    /// The first half of [`Core::full_checkpoint`] for the checkpoint thread
+    /// The namespace table and every tree's state published for a checkpoint that trims the
+    /// log; returns the journal, locked, to write it.
+    fn publish_for_checkpoint<'a>(
+        &mut self,
+        shared: &'a Arc<Mutex<Journal>>,
+    ) -> Result<MutexGuard<'a, Journal>> {
+        self.sync_table_with(shared)?;
+        let journal = shared.lock().map_err(poisoned)?;
+        let next_lsn = journal.next_lsn;
+        self.publish_engine_states(next_lsn);
+        self.space.set_replay_lsn(next_lsn);
+        Ok(journal)
+    }
+
+    /// The first step of [`Core::full_checkpoint`] for the checkpoint thread
     /// ([`crate::durability::journal::Journal::prepare_checkpoint`]): the sync it must run
-    /// without the lock before [`Core::commit_checkpoint`], or `None` if the checkpoint is
+    /// without the lock before [`Core::name_checkpoint`], or `None` if the checkpoint is
     /// already whole.
     pub(super) fn prepare_checkpoint(
         &mut self,
@@ -64,11 +74,7 @@ impl Core {
         let Some(shared) = self.journal.clone() else {
             return Ok(None);
         };
-        self.sync_table_with(&shared)?;
-        let mut journal = shared.lock().map_err(poisoned)?;
-        let next_lsn = journal.next_lsn;
-        self.publish_engine_states(next_lsn);
-        self.space.set_replay_lsn(next_lsn);
+        let mut journal = self.publish_for_checkpoint(&shared)?;
         let (_, sync) = journal.prepare_checkpoint(&mut self.space, at)?;
         drop(journal);
         self.checkpoint_due = false;
