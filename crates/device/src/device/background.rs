@@ -138,11 +138,12 @@ pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
 impl Shared {
     /// The checkpoint a full log asked for (nothing, if another command wrote one meanwhile).
     fn checkpoint_in_background(&self) -> Result<()> {
-        // Under `SyncPolicy::None`, three short steps under the lock: the checkpoint's pages are
+        // Every page written so far goes to stable storage first, without the lock. Then, under
+        // `SyncPolicy::None`, three short steps under the lock: the checkpoint's pages are
         // programmed and the log restarted; a superblock copy names them; what they superseded
-        // is erased. Between them, the file is synced without the lock while commands go on.
-        // Every page written so far goes to stable storage first, without the lock, so that the
-        // syncs the checkpoint makes under it (when it is written whole) find little left.
+        // is erased. Between them the file is synced without the lock while commands go on.
+        // Under the other policies the checkpoint is written whole under the lock, and its own
+        // syncs find little left after the first.
         let handle = {
             let core = self.lock()?;
             if !core.checkpoint_due {
@@ -193,11 +194,11 @@ impl Shared {
 }
 
 impl super::Device {
-    /// The first half of the checkpoint thread's checkpoint, run now: its pages programmed and
+    /// The first step of the checkpoint thread's checkpoint, run now: its pages programmed and
     /// the log restarted, no superblock copy naming them yet. Returns the checkpoint's id for
     /// [`super::Device::commit_prepared_checkpoint`], or `None` if it was written whole (media
-    /// that cannot be synced without the lock). For tests of a crash between the two halves;
-    /// call [`super::Device::wait_for_background`] first.
+    /// that cannot be synced without the lock, or a sync policy other than `None`). For tests
+    /// of a crash between the steps; call [`super::Device::wait_for_background`] first.
     #[doc(hidden)]
     pub fn prepare_checkpoint_now(&self) -> Result<Option<u32>> {
         let mut core = self.shared.lock()?;

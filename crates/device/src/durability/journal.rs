@@ -488,11 +488,12 @@ impl Journal {
         Ok(t)
     }
 
-    /// The first half of a checkpoint that trims the log, for a caller that syncs the medium
+    /// The first step of a checkpoint that trims the log, for a caller that syncs the medium
     /// without the device's lock: programs the checkpoint's pages and starts the new log, and
-    /// returns the sync to run (and the checkpoint's id) for [`Journal::commit_prepared`] to
-    /// finish once it has. Records appended meanwhile go to the new log; whatever needs them
-    /// durable, or needs a superblock copy, commits the checkpoint first (with a sync under the
+    /// returns the sync to run and the checkpoint's id; once it has run, the caller calls
+    /// [`Journal::name_prepared`], syncs again and calls [`Journal::release_named`]. Records
+    /// appended meanwhile go to the new log; whatever needs them durable, or needs a superblock
+    /// copy, commits the checkpoint first ([`Journal::commit_prepared`], with a sync under the
     /// lock). A crash before the commit recovers the previous checkpoint and the trimmed log,
     /// which is kept until then: a suffix of the records since is lost, none of them
     /// acknowledged as durable. Where the medium cannot be synced without the lock, or the sync
