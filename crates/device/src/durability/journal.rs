@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{EraseHook, Space, SpaceError, OOB_KIND_SYSTEM};
 
-use crate::durability::checkpoint::{Checkpoint, CheckpointLocation, Extent, Mode, Root};
+use crate::durability::checkpoint::{Checkpoint, CheckpointLocation, Extent, Mode, PartRef, Root};
 use crate::durability::log::LogWriter;
 use crate::durability::superblock::{self, SuperblockCopy};
 use crate::{DeviceError, NamespaceSpec};
@@ -618,21 +618,24 @@ impl Journal {
         at: SimTime,
     ) -> Result<(SimTime, CheckpointLocation, u32), SpaceError> {
         let mut t = space.sync_all(at, Purpose::Checkpoint)?;
-        let checkpoint = Checkpoint {
-            next_lsn: self.next_lsn,
-            next_namespace: self.next_namespace,
-            namespaces: self.namespaces.clone(),
-            space: space.export_state(),
-            parts: space
-                .parts()
-                .iter()
-                .map(|(&namespace, part)| (namespace, part.replay_from, part.bytes.clone()))
-                .collect(),
-        };
+        let space_state = space.export_state();
+        let parts: Vec<PartRef<'_>> = space
+            .parts()
+            .iter()
+            .map(|(&namespace, part)| (namespace, part.replay_from, part.bytes.as_slice()))
+            .collect();
+        let encoded = Checkpoint::encode_with(
+            self.next_lsn,
+            self.next_namespace,
+            &self.namespaces,
+            &space_state,
+            &parts,
+        );
         let id = self.next_log_id;
         self.next_log_id += 1;
         let mut writer = LogWriter::new(self.page_bytes, id, 0).map_err(log_error)?;
-        let mut pages = writer.append(&checkpoint.encode()).map_err(log_error)?;
+        let mut pages = writer.append(&encoded).map_err(log_error)?;
+        drop(encoded);
         pages.extend(writer.flush());
         let mut extents: Vec<Extent> = Vec::new();
         let mut block = self.ckpt_blocks.last().copied();
