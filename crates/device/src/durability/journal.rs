@@ -375,12 +375,11 @@ impl Journal {
             // for no sync, so its records become durable at the next sync (on media without a
             // write cache, at once).
             if flush || self.policy() != SyncPolicy::None || !self.sync_media {
-                if self.prepared.is_some() {
-                    // The new log's records are durable once a superblock copy names it.
-                    t = t.max(self.commit_prepared(space, t)?);
-                } else {
-                    self.sync_flash(space)?;
-                }
+                // A checkpoint is prepared only under `SyncPolicy::None` on synced media, where
+                // this sync is never made (a record of its new log is durable only once a
+                // superblock copy names that log).
+                debug_assert!(self.prepared.is_none());
+                self.sync_flash(space)?;
                 if flush {
                     self.pending_records = 0;
                     self.durable_lsn = Some(lsn);
@@ -518,13 +517,13 @@ impl Journal {
         // finds them in the file (the checkpoint holds them too).
         if let Some(page) = self.writer.flush() {
             t = t.max(self.program_log_page(space, t, &page)?);
-            self.mark_unsynced();
         }
         // Blocks allocated until now may hold pages this checkpoint reaches: none of them is
         // erased without a checkpoint first (which commits this one), as for a durable one.
         space.mark_durable();
         let covers = self.next_lsn.checked_sub(1);
         let old_log = self.start_new_log()?;
+        // The checkpoint's pages and the old log's last page await a sync.
         self.mark_unsynced();
         let id = location.log_id;
         self.prepared = Some(Prepared {
