@@ -119,6 +119,44 @@ impl BenchProfile {
         Ok(self)
     }
 
+    /// Checks that the card can hold what Load writes: every record, and the index twice over (a
+    /// merge into the last level writes the new level before it frees the old one), beside the
+    /// blocks the space layer keeps open (two per log) and its GC reserve. Load writes unique
+    /// keys, so GC finds nothing to reclaim but superseded index pages: on a card that cannot hold
+    /// this, it moves every block in vain and fails minutes in, or crawls at the edge of it.
+    /// `Err` is the one line to print.
+    pub fn check_capacity(&self) -> Result<(), String> {
+        let geometry = &self.flash.geometry;
+        let space = kvssd_space::SpaceConfig::for_geometry(geometry);
+        let page = u64::from(geometry.page_bytes);
+        let (key, value) = (self.key_bytes as u64, self.value_bytes as u64);
+        let small = kvssd_space::RECORD_HEADER_BYTES as u64 + key + value;
+        let record = if small > page {
+            let per_page = page.saturating_sub(kvssd_space::LARGE_HEADER_BYTES as u64 + key);
+            value.div_ceil(per_page.max(1)) * page
+        } else {
+            small.div_ceil(u64::from(space.chunk_bytes)) * u64::from(space.chunk_bytes)
+        };
+        let index = key + crate::memory::INDEX_ENTRY_BYTES;
+        let needed = u128::from(self.records) * u128::from(record + 2 * index);
+        let logs = u64::from(space.logs.clamp(1, geometry.dies()));
+        let kept = u64::from(space.gc_reserve_blocks) + 2 * logs + 2;
+        let blocks = geometry.blocks_total();
+        let block_bytes = u64::from(geometry.pages_per_block) * page;
+        let usable = u128::from(blocks.saturating_sub(kept)) * u128::from(block_bytes);
+        if needed <= usable {
+            return Ok(());
+        }
+        let mib = |bytes: u128| bytes >> 20;
+        Err(format!(
+            "{} pairs of {key} B keys and {value} B values need {} MiB of flash (their records, and their index twice over while a merge rewrites it), but the card's {blocks} blocks leave {} MiB beside {} blocks kept open or in GC's reserve: use a larger --blocks-per-die or fewer --records",
+            self.records,
+            mib(needed),
+            mib(usable),
+            kept
+        ))
+    }
+
     /// The LSM-tree's entries after Load, by level (L0 first), as the engine's policy leaves them
     /// for unique keys: L0 flushes when the next pair would not fit, and after each flush every
     /// level over its capacity, top first, merges whole into the next (the last level takes the
@@ -262,6 +300,32 @@ mod tests {
             .with_blocks_per_die(1)
             .expect_err("64 blocks cannot hold 64 logs' open blocks");
         assert!(error.contains("open blocks"), "{error}");
+    }
+
+    /// Load fails on a card of 12 blocks per die (`GC cannot free the blocks this write needs`,
+    /// after minutes of GC) and completes on 13: the check refuses the first up front and lets
+    /// the second run. The profiles users run by default pass.
+    #[test]
+    fn a_card_that_cannot_hold_the_load_is_refused() {
+        for name in BenchProfile::NAMES {
+            let profile = BenchProfile::by_name(name).expect("a profile");
+            assert_eq!(profile.check_capacity(), Ok(()), "{name}");
+        }
+        let paper = || BenchProfile::by_name("paper").expect("the paper profile");
+        let small = paper().with_blocks_per_die(12).expect("a valid card");
+        let error = small
+            .check_capacity()
+            .expect_err("12 blocks per die are too few");
+        assert!(error.contains("--blocks-per-die"), "{error}");
+        assert!(error.contains("1031250 pairs"), "{error}");
+        let edge = paper().with_blocks_per_die(13).expect("a valid card");
+        assert_eq!(edge.check_capacity(), Ok(()));
+        // Fewer pairs fit the small card.
+        let fewer = BenchProfile {
+            records: small.records / 2,
+            ..small
+        };
+        assert_eq!(fewer.check_capacity(), Ok(()));
     }
 
     /// The default profile is the paper profile on a card of 1/16 the size, so that both trees go

@@ -37,6 +37,10 @@ pub(crate) fn run_ycsb(args: YcsbArgs) -> ExitCode {
         seed: args.seed,
         profile,
     };
+    // A card that cannot hold the Load is bad input: refused before anything is printed.
+    if let Err(code) = fits_on_card(&config.profile) {
+        return code;
+    }
     if !args.heights.is_empty() {
         return run_heights(
             kvssd_bench::heights::HeightsConfig {
@@ -235,6 +239,9 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
         seed: args.seed,
         profile,
     };
+    if let Err(code) = fits_on_card(&config.profile) {
+        return code;
+    }
     eprintln!(
         "kvssd bench gc: profile {} [{}, {} media, L0 {} KiB, L1 {} entries], {} records, then {} uniformly random overwrites, presets {}, controller {}, seed {} (simulated time)",
         config.profile.name,
@@ -671,6 +678,15 @@ pub(crate) fn plots_written(
             false
         }
     }
+}
+
+/// Refuses, with one line, a run whose Load the card cannot hold
+/// ([`kvssd_bench::profile::BenchProfile::check_capacity`]).
+fn fits_on_card(profile: &kvssd_bench::profile::BenchProfile) -> Result<(), ExitCode> {
+    profile.check_capacity().map_err(|line| {
+        eprintln!("kvssd: {line}");
+        ExitCode::from(2)
+    })
 }
 
 /// Refuses, with one line, a run whose presets would not fit in the memory the system has
