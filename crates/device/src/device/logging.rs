@@ -334,9 +334,9 @@ impl Device {
     /// On file media the `fdatasync` runs without the device's lock: the page is written under
     /// it, then commands and reads go on while the sync runs, and the records logged before it
     /// began are published as durable ([`Device::durable_sequence`]) once it returns; syncs that
-    /// finish out of order never move it back. Concurrent calls share syncs (group commit,
-    /// [`SyncGate`]): a call whose records a running sync covers waits for it; any other starts
-    /// its own beside the running ones.
+    /// finish out of order never move it back. Concurrent calls share syncs (group commit; see
+    /// docs/design.md, "Write-ahead log"): a call whose records a running sync covers waits for
+    /// it; any other starts its own beside the running ones.
     pub fn sync(&self, at: SimTime) -> Result<SimTime> {
         let logged = self.logged_sequence()?;
         let gate = &self.shared.syncing;
