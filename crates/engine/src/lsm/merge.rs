@@ -158,6 +158,71 @@ impl LowerRun {
     fn advance(&mut self) {
         self.slot += 1;
     }
+
+    /// Whether the current entry is on a page read from flash (then [`LowerRun::take_run`]
+    /// applies).
+    fn on_page(&self) -> bool {
+        matches!(self.source, Source::Page { .. })
+    }
+
+    /// Takes the entries of the current page, from the current one on, that come before `upper`
+    /// (all of them if it is `None`), packing each into `packer` (unpinned) as the merge loop of
+    /// [`LsmTree::merge_into`] would, one comparison each, counted in `run`. Returns the ordering
+    /// of `upper` against the first entry not taken, which stays current (`Less` or `Equal`), or
+    /// `None` when the page is used up. REQUIRES: [`LowerRun::fill`] returned true, the current
+    /// entry is on a page and `packer` is not pinned.
+    fn take_run(
+        &mut self,
+        space: &mut Space,
+        packer: &mut Packer,
+        upper: Option<&[u8]>,
+        run: &mut Run<'_>,
+    ) -> Result<Option<std::cmp::Ordering>> {
+        let Source::Page { bytes, index } = &self.source else {
+            unreachable!("a run is taken from a page");
+        };
+        let page = SegmentPage::parse(bytes, *index)?;
+        let mut span = self.span.clone();
+        loop {
+            let raw = RawEntry::new(&bytes[span]);
+            if let Some(upper) = upper {
+                let order = run.cpu.compare(upper, raw.key());
+                if order != std::cmp::Ordering::Greater {
+                    return Ok(Some(order));
+                }
+            }
+            run.take(raw.encoded_bytes());
+            if !(run.last && raw.is_tombstone()) {
+                packer.make_room(space, raw.key(), raw.encoded_bytes())?;
+                packer.page.push_raw(raw);
+            }
+            self.slot += 1;
+            if self.slot >= self.count {
+                return Ok(None);
+            }
+            span = page.raw_span(self.slot)?;
+            self.span = span.clone();
+        }
+    }
+}
+
+/// What a merge counts for each entry it takes.
+struct Run<'a> {
+    cpu: &'a mut crate::cpu::CpuCounts,
+    /// Bytes streamed through the merge accelerator, if the preset has one.
+    streamed: Option<&'a mut u64>,
+    /// Whether the merge is into the last level (its tombstones are dropped).
+    last: bool,
+}
+
+impl Run<'_> {
+    fn take(&mut self, encoded_bytes: usize) {
+        if let Some(streamed) = self.streamed.as_deref_mut() {
+            *streamed += encoded_bytes as u64;
+        }
+        self.cpu.entries_merged += 1;
+        self.cpu.bytes_copied += encoded_bytes as u64;
+    }
 }
 
 /// One segment of the new level, until it is installed.
@@ -331,25 +396,39 @@ impl LsmTree {
         let mut upper = upper.into_iter().peekable();
         loop {
             let lower_left = lower.fill(space)?;
-            let take_upper = match (upper.peek(), lower_left) {
+            // Lower entries on a page go to an unpinned level in runs, with the counts, the
+            // comparisons and the packing of one entry at a time.
+            let runs = lower_left && !pinned && lower.on_page();
+            let order = match (upper.peek(), lower_left) {
                 (None, false) => break,
-                (Some(_), false) => true,
-                (None, true) => false,
-                (Some(u), true) => {
-                    let l = lower.current();
-                    match self.cpu_pending.compare(&u.key, l.key()) {
-                        std::cmp::Ordering::Less => true,
-                        std::cmp::Ordering::Greater => false,
-                        std::cmp::Ordering::Equal => {
-                            // The newer entry wins; the older one's record is garbage now.
-                            if accelerated {
-                                streamed_bytes += l.encoded_bytes() as u64;
-                            }
-                            superseded.push(l.to_entry());
-                            lower.advance();
-                            true
-                        }
+                (Some(_), false) => std::cmp::Ordering::Less,
+                (upper_entry, true) if runs => {
+                    let mut run = Run {
+                        cpu: &mut self.cpu_pending,
+                        streamed: accelerated.then_some(&mut streamed_bytes),
+                        last,
+                    };
+                    let upper_key = upper_entry.map(|entry| entry.key.as_slice());
+                    match lower.take_run(space, &mut packer, upper_key, &mut run)? {
+                        Some(order) => order,
+                        None => continue,
                     }
+                }
+                (None, true) => std::cmp::Ordering::Greater,
+                (Some(u), true) => self.cpu_pending.compare(&u.key, lower.current().key()),
+            };
+            let take_upper = match order {
+                std::cmp::Ordering::Less => true,
+                std::cmp::Ordering::Greater => false,
+                std::cmp::Ordering::Equal => {
+                    // The newer entry wins; the older one's record is garbage now.
+                    let l = lower.current();
+                    if accelerated {
+                        streamed_bytes += l.encoded_bytes() as u64;
+                    }
+                    superseded.push(l.to_entry());
+                    lower.advance();
+                    true
                 }
             };
             let (encoded_bytes, dropped) = if take_upper {
