@@ -483,9 +483,17 @@ impl Timeline {
     /// what lets a write-stall projection be kept and played further for the next stall
     /// ([`Timeline::project_done`]).
     pub(crate) fn pump(&mut self, now: SimTime) {
+        // Settling the lanes and finding the next phase look only at lanes that have issued
+        // their whole phase: while a die look leaves its lane with work queued, neither can
+        // change, and the next phase found before still holds.
+        let mut lanes_changed = true;
+        let mut phase = None;
         loop {
-            if self.settle_lanes() {
-                return;
+            if lanes_changed {
+                if self.settle_lanes() {
+                    return;
+                }
+                phase = self.next_phase().filter(|&(_, at)| at <= now);
             }
             let look = self
                 .background
@@ -493,13 +501,15 @@ impl Timeline {
                 .peek()
                 .map(|&Reverse((at, _))| at)
                 .filter(|&at| at <= now);
-            let phase = self.next_phase().filter(|&(_, at)| at <= now);
-            match (look, phase) {
+            lanes_changed = match (look, phase) {
                 (Some(look), Some((_, start))) if look <= start => self.issue_one(),
                 (Some(_), None) => self.issue_one(),
-                (_, Some((lane, start))) => self.start_phase(lane, start),
+                (_, Some((lane, start))) => {
+                    self.start_phase(lane, start);
+                    true
+                }
                 (None, None) => return,
-            }
+            };
         }
     }
 
@@ -554,14 +564,16 @@ impl Timeline {
     }
 
     /// Takes the earliest die look and issues that die's next operation, if it may issue one.
-    fn issue_one(&mut self) {
+    /// Returns whether it issued the last operation queued in its lane's phase (only then may
+    /// a lane settle or start a phase).
+    fn issue_one(&mut self) -> bool {
         let Some(Reverse((issue_at, die))) = self.background.ready.pop() else {
-            return;
+            return false;
         };
         let d = die as usize;
         if self.background.scheduled_at[d] != issue_at {
             // Superseded by an earlier look at this die.
-            return;
+            return false;
         }
         self.background.played(issue_at, None);
         self.background.scheduled_at[d] = SimTime::MAX;
@@ -569,7 +581,7 @@ impl Timeline {
         if free > issue_at {
             // The die took other work meanwhile.
             self.background.schedule(die, free);
-            return;
+            return false;
         }
         let Some(lane) = (0..LANES).find(|&lane| {
             let state = &self.background.lanes[lane];
@@ -586,10 +598,10 @@ impl Timeline {
             if let Some(next) = next {
                 self.background.schedule(die, next);
             }
-            return;
+            return false;
         };
         let Some(work) = self.background.lanes[lane].per_die[d].pop_front() else {
-            return;
+            return false;
         };
         let done = match work {
             Work::Read { die, bytes } => self.book_read(issue_at, die, bytes),
@@ -604,6 +616,7 @@ impl Timeline {
         state.phase_end = state.phase_end.max(done);
         state.job_end = state.job_end.max(done);
         state.issued_at = state.issued_at.max(issue_at);
+        let phase_issued = state.queued == 0;
         if background
             .lanes
             .iter()
@@ -611,6 +624,7 @@ impl Timeline {
         {
             background.schedule(die, done);
         }
+        phase_issued
     }
 
     /// Starts the next phase of `lane` at `start`: a slice of computation is booked at once, a
