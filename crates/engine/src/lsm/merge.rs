@@ -40,20 +40,6 @@ enum Current<'a> {
 }
 
 impl Current<'_> {
-    fn key(&self) -> &[u8] {
-        match self {
-            Current::Pinned(entry) => &entry.key,
-            Current::Raw(raw) => raw.key(),
-        }
-    }
-
-    fn is_tombstone(&self) -> bool {
-        match self {
-            Current::Pinned(entry) => entry.is_tombstone(),
-            Current::Raw(raw) => raw.is_tombstone(),
-        }
-    }
-
     fn encoded_bytes(&self) -> usize {
         match self {
             Current::Pinned(entry) => entry.encoded_bytes(),
@@ -159,18 +145,11 @@ impl LowerRun {
         self.slot += 1;
     }
 
-    /// Whether the current entry is on a page read from flash (then [`LowerRun::take_run`]
-    /// applies).
-    fn on_page(&self) -> bool {
-        matches!(self.source, Source::Page { .. })
-    }
-
-    /// Takes the entries of the current page, from the current one on, that come before `upper`
-    /// (all of them if it is `None`), packing each into `packer` (unpinned) as the merge loop of
+    /// Takes the entries of the current segment, from the current one on, that come before
+    /// `upper` (all of them if it is `None`), packing each into `packer` as the merge loop of
     /// [`LsmTree::merge_into`] would, one comparison each, counted in `run`. Returns the ordering
     /// of `upper` against the first entry not taken, which stays current (`Less` or `Equal`), or
-    /// `None` when the page is used up. REQUIRES: [`LowerRun::fill`] returned true, the current
-    /// entry is on a page and `packer` is not pinned.
+    /// `None` when the segment is used up. REQUIRES: [`LowerRun::fill`] returned true.
     fn take_run(
         &mut self,
         space: &mut Space,
@@ -178,30 +157,42 @@ impl LowerRun {
         upper: Option<&[u8]>,
         run: &mut Run<'_>,
     ) -> Result<Option<std::cmp::Ordering>> {
-        let Source::Page { bytes, index } = &self.source else {
-            unreachable!("a run is taken from a page");
-        };
-        let page = SegmentPage::parse(bytes, *index)?;
-        let mut span = self.span.clone();
-        loop {
-            let raw = RawEntry::new(&bytes[span]);
-            if let Some(upper) = upper {
-                let order = run.cpu.compare(upper, raw.key());
-                if order != std::cmp::Ordering::Greater {
-                    return Ok(Some(order));
+        match &self.source {
+            Source::Page { bytes, index } => {
+                let page = SegmentPage::parse(bytes, *index)?;
+                let mut span = self.span.clone();
+                loop {
+                    let raw = RawEntry::new(&bytes[span]);
+                    if let Some(order) = run.compare(upper, raw.key()) {
+                        return Ok(Some(order));
+                    }
+                    run.take(raw.encoded_bytes());
+                    if !(run.last && raw.is_tombstone()) {
+                        packer.push_current(space, Current::Raw(raw))?;
+                    }
+                    self.slot += 1;
+                    if self.slot >= self.count {
+                        return Ok(None);
+                    }
+                    span = page.raw_span(self.slot)?;
+                    self.span = span.clone();
                 }
             }
-            run.take(raw.encoded_bytes());
-            if !(run.last && raw.is_tombstone()) {
-                packer.make_room(space, raw.key(), raw.encoded_bytes())?;
-                packer.page.push_raw(raw);
-            }
-            self.slot += 1;
-            if self.slot >= self.count {
-                return Ok(None);
-            }
-            span = page.raw_span(self.slot)?;
-            self.span = span.clone();
+            Source::Pinned(entries) => loop {
+                let entry = &entries[self.slot];
+                if let Some(order) = run.compare(upper, &entry.key) {
+                    return Ok(Some(order));
+                }
+                run.take(entry.encoded_bytes());
+                if !(run.last && entry.is_tombstone()) {
+                    packer.push_current(space, Current::Pinned(entry))?;
+                }
+                self.slot += 1;
+                if self.slot >= self.count {
+                    return Ok(None);
+                }
+            },
+            Source::Empty => unreachable!("no current entry past the end of the lower level"),
         }
     }
 }
@@ -216,6 +207,13 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Compares `upper`, if any, with the key of the lower entry at hand: `None` if that entry
+    /// comes first (and is taken), else the ordering.
+    fn compare(&mut self, upper: Option<&[u8]>, lower: &[u8]) -> Option<std::cmp::Ordering> {
+        let order = self.cpu.compare(upper?, lower);
+        (order != std::cmp::Ordering::Greater).then_some(order)
+    }
+
     fn take(&mut self, encoded_bytes: usize) {
         if let Some(streamed) = self.streamed.as_deref_mut() {
             *streamed += encoded_bytes as u64;
@@ -395,65 +393,39 @@ impl LsmTree {
         let mut superseded: Vec<Entry> = Vec::new();
         let mut upper = upper.into_iter().peekable();
         loop {
-            let lower_left = lower.fill(space)?;
-            // Lower entries on a page go to an unpinned level in runs, with the counts, the
-            // comparisons and the packing of one entry at a time.
-            let runs = lower_left && !pinned && lower.on_page();
-            let order = match (upper.peek(), lower_left) {
-                (None, false) => break,
-                (Some(_), false) => std::cmp::Ordering::Less,
-                (upper_entry, true) if runs => {
-                    let mut run = Run {
-                        cpu: &mut self.cpu_pending,
-                        streamed: accelerated.then_some(&mut streamed_bytes),
-                        last,
-                    };
-                    let upper_key = upper_entry.map(|entry| entry.key.as_slice());
-                    match lower.take_run(space, &mut packer, upper_key, &mut run)? {
-                        Some(order) => order,
-                        None => continue,
+            // Lower entries are taken in runs, up to the next upper entry; then that entry is.
+            if lower.fill(space)? {
+                let mut run = Run {
+                    cpu: &mut self.cpu_pending,
+                    streamed: accelerated.then_some(&mut streamed_bytes),
+                    last,
+                };
+                let upper_key = upper.peek().map(|entry| entry.key.as_slice());
+                match lower.take_run(space, &mut packer, upper_key, &mut run)? {
+                    None => continue,
+                    Some(std::cmp::Ordering::Equal) => {
+                        // The newer entry wins; the older one's record is garbage now.
+                        let l = lower.current();
+                        if accelerated {
+                            streamed_bytes += l.encoded_bytes() as u64;
+                        }
+                        superseded.push(l.to_entry());
+                        lower.advance();
                     }
+                    Some(_) => {}
                 }
-                (None, true) => std::cmp::Ordering::Greater,
-                (Some(u), true) => self.cpu_pending.compare(&u.key, lower.current().key()),
+            }
+            let Some(entry) = upper.next() else {
+                break;
             };
-            let take_upper = match order {
-                std::cmp::Ordering::Less => true,
-                std::cmp::Ordering::Greater => false,
-                std::cmp::Ordering::Equal => {
-                    // The newer entry wins; the older one's record is garbage now.
-                    let l = lower.current();
-                    if accelerated {
-                        streamed_bytes += l.encoded_bytes() as u64;
-                    }
-                    superseded.push(l.to_entry());
-                    lower.advance();
-                    true
-                }
-            };
-            let (encoded_bytes, dropped) = if take_upper {
-                match upper.peek() {
-                    Some(entry) => (entry.encoded_bytes(), last && entry.is_tombstone()),
-                    None => break,
-                }
-            } else {
-                let entry = lower.current();
-                (entry.encoded_bytes(), last && entry.is_tombstone())
-            };
+            let encoded_bytes = entry.encoded_bytes();
             if accelerated {
                 streamed_bytes += encoded_bytes as u64;
             }
             self.cpu_pending.entries_merged += 1;
             self.cpu_pending.bytes_copied += encoded_bytes as u64;
-            if take_upper {
-                if let Some(entry) = upper.next().filter(|_| !dropped) {
-                    packer.push(space, entry)?;
-                }
-            } else {
-                if !dropped {
-                    packer.push_current(space, lower.current())?;
-                }
-                lower.advance();
+            if !(last && entry.is_tombstone()) {
+                packer.push(space, entry)?;
             }
         }
         packer.finish(space)?;
