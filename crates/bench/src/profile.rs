@@ -139,8 +139,7 @@ impl BenchProfile {
         };
         let index = key + crate::memory::INDEX_ENTRY_BYTES;
         let needed = u128::from(self.records) * u128::from(record + 2 * index);
-        let logs = u64::from(space.logs.clamp(1, geometry.dies()));
-        let kept = u64::from(space.gc_reserve_blocks) + 2 * logs + 2;
+        let kept = space.blocks_kept(geometry);
         let blocks = geometry.blocks_total();
         let block_bytes = u64::from(geometry.pages_per_block) * page;
         let usable = u128::from(blocks.saturating_sub(kept)) * u128::from(block_bytes);

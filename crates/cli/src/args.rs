@@ -153,7 +153,7 @@ pub(crate) struct GcArgs {
     pub(crate) profile: kvssd_bench::ycsb::BenchProfile,
     /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded, L0 and
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
-    /// Per-die costs do not scale: below 13 the card cannot hold the Load, and the run is refused.
+    /// Per-die costs do not scale: below 13, the card cannot hold the profile's Load (refused).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
     /// Where the simulated flash keeps its pages: ram (every page's bytes) or compact (values as
@@ -197,7 +197,7 @@ pub(crate) struct YcsbArgs {
     pub(crate) profile: kvssd_bench::ycsb::BenchProfile,
     /// Size the card: blocks per die (default profile: 32, PinK's card: 512). The keys loaded, L0 and
     /// L1 scale with it, keeping the card as full and the tree the same shape (--records still wins).
-    /// Per-die costs do not scale: below 13 the card cannot hold the Load, and the run is refused.
+    /// Per-die costs do not scale: below 13, the card cannot hold the profile's Load (refused).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_048_576))]
     pub(crate) blocks_per_die: Option<u32>,
     /// Where the simulated flash keeps its pages: ram (every page's bytes) or compact (values as

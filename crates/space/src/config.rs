@@ -33,6 +33,13 @@ impl SpaceConfig {
         }
     }
 
+    /// Blocks that never hold settled data: every log's open blocks (one per stream), the GC
+    /// reserve, and two spare.
+    pub fn blocks_kept(&self, geometry: &Geometry) -> u64 {
+        let logs = self.logs.clamp(1, geometry.dies());
+        u64::from(self.gc_reserve_blocks) + 2 * u64::from(logs) + 2
+    }
+
     /// Checks this configuration against a geometry: chunk size, pointer and OOB limits,
     /// over-provisioning, and room for every log's open blocks and the GC reserve. `Space::open`
     /// runs the same check; callers sizing a card can run it before building one.
@@ -73,8 +80,7 @@ impl SpaceConfig {
             ));
         }
         let logs = self.logs.clamp(1, geometry.dies());
-        let reserve_needed = u64::from(self.gc_reserve_blocks) + 2 * u64::from(logs) + 2;
-        if reserve_needed >= geometry.blocks_total() {
+        if self.blocks_kept(geometry) >= geometry.blocks_total() {
             return Err(SpaceError::Config(format!(
                 "{} blocks cannot hold {} open blocks and a GC reserve of {}",
                 geometry.blocks_total(),
