@@ -122,6 +122,13 @@ fn push_run(out: &mut Vec<u8>, run: &[u8]) {
 
 /// Appends the encoding of `slot` to `out`.
 pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
+    encode_ruling_out::<true>(slot, out);
+}
+
+/// [`encode`], with or without ruling out most run candidates eight positions at a time
+/// (`RULE_OUT`); the encodings are the same byte for byte (a property test compares them), so the
+/// media hold what they held.
+fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
     let length = slot.len();
     let mut literal_from = 0;
     let mut at = PATTERN_BYTES;
@@ -144,7 +151,7 @@ pub(crate) fn encode(slot: &[u8], out: &mut Vec<u8>) {
             // short for a pattern, and unless the sixteen bytes before are one byte repeated it
             // is no fill either. Then it ends at the first mismatch, as `periodic_end` finds.
             // (Only where no earlier run cut the stretch before it short.)
-            if at + 8 <= length && literal_from + PATTERN_BYTES <= at {
+            if RULE_OUT && at + 8 <= length && literal_from + PATTERN_BYTES <= at {
                 let before = word(slot, at - PATTERN_BYTES);
                 let differ = word(slot, at) ^ before;
                 let one_byte = before == (before & 0xFF) * 0x0101_0101_0101_0101
@@ -601,61 +608,6 @@ mod tests {
         assert_eq!(slot, vec![7u8; 64]);
     }
 
-    /// The encoder before candidates were ruled out eight positions at a time: every candidate
-    /// position is looked at with `periodic_end`. The encodings must be the same byte for byte, so
-    /// that the media hold what they held (their size is reported).
-    fn encode_one_candidate_at_a_time(slot: &[u8], out: &mut Vec<u8>) {
-        let length = slot.len();
-        let mut literal_from = 0;
-        let mut at = PATTERN_BYTES;
-        while at < length {
-            if at + 8 <= length {
-                // Eight positions at once: a run needs a position whose byte equals the byte 16
-                // before it, so where no byte of the eight does, none starts here. (A run of exactly 16
-                // equal bytes may be missed; it stays a literal: compression, never correctness.)
-                let differ = word(slot, at) ^ word(slot, at - PATTERN_BYTES);
-                let zero_bytes =
-                    differ.wrapping_sub(0x0101_0101_0101_0101) & !differ & 0x8080_8080_8080_8080;
-                if zero_bytes == 0 {
-                    at += 8;
-                    continue;
-                }
-                // The lowest flagged byte is a true zero (borrows only flag bytes above one).
-                at += (zero_bytes.trailing_zeros() / 8) as usize;
-            }
-            let end = periodic_end(slot, at);
-            // Bytes [at - 16, end) repeat with period 16; what an earlier run took is not available.
-            let start = (at - PATTERN_BYTES).max(literal_from);
-            let length = end - start;
-            let fill = || {
-                let first = slot[start];
-                slot[start..start + PATTERN_BYTES]
-                    .iter()
-                    .all(|&byte| byte == first)
-            };
-            let mut end = end;
-            if length >= RUN_MIN || (length >= FILL_MIN && fill()) {
-                push_literal(out, &slot[literal_from..start]);
-                push_run(out, &slot[start..end]);
-                literal_from = end;
-                // One byte repeated right after a run (a record's zero padding after its value) does
-                // not repeat the run's bytes 16 before it, so the scan above misses a fill of 16 to
-                // 31 bytes there: look for it directly.
-                let fill_end = slot[end..]
-                    .iter()
-                    .position(|&byte| byte != slot[end])
-                    .map_or(slot.len(), |offset| end + offset);
-                if end < slot.len() && fill_end - end >= FILL_MIN {
-                    push_run(out, &slot[end..fill_end]);
-                    literal_from = fill_end;
-                    end = fill_end;
-                }
-            }
-            at = end + 1;
-        }
-        push_literal(out, &slot[literal_from..]);
-    }
-
     proptest! {
         /// Pages of index entries (decimal keys, small pointers) and of records (fills and
         /// periodic values): the same encoding as looking at every candidate.
@@ -674,7 +626,7 @@ mod tests {
             }
             let (mut fast, mut reference) = (Vec::new(), Vec::new());
             encode(&slot, &mut fast);
-            encode_one_candidate_at_a_time(&slot, &mut reference);
+            encode_ruling_out::<false>(&slot, &mut reference);
             prop_assert_eq!(fast, reference);
         }
 
