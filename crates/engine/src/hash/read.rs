@@ -30,17 +30,26 @@ impl HashIndex {
         let mut free = None;
         for (page, start, count) in runs {
             t = self.table.load(space, t, page, Purpose::Index)?;
-            let slots: Vec<Slot> = self
+            let outside = || HashError::MalformedBucket {
+                page,
+                what: "probe window outside the bucket page",
+            };
+            if self
                 .table
                 .resident(page)
-                .and_then(|slots| slots.get(start..start + count))
-                .ok_or(HashError::MalformedBucket {
-                    page,
-                    what: "probe window outside the bucket page",
-                })?
-                .to_vec();
-            for (index, slot) in slots.into_iter().enumerate() {
-                let offset = start + index;
+                .is_none_or(|slots| slots.len() < start + count)
+            {
+                return Err(outside());
+            }
+            // Slot by slot, not a copy of the window: a probe usually stops a few slots into a
+            // window that may span the page, and nothing in the loop changes the table.
+            for offset in start..start + count {
+                let slot: Slot = self
+                    .table
+                    .resident(page)
+                    .and_then(|slots| slots.get(offset))
+                    .copied()
+                    .ok_or_else(outside)?;
                 if slot.is_empty() {
                     free.get_or_insert((page, offset));
                     let reads = (self.table.counts.page_reads - reads_before) as u32;
