@@ -482,18 +482,20 @@ impl LsmTree {
         } in packed
         {
             let bloom = if filters {
-                let keys: Vec<segment::Key> = match &contents {
-                    Sealed::Entries(entries) => entries.iter().map(|e| e.key.clone()).collect(),
-                    Sealed::Image(image) => SegmentPage::parse(image, 0)?
-                        .entries()?
-                        .into_iter()
-                        .map(|e| e.key)
-                        .collect(),
+                // The keys where they lie: a filter needs their bytes, not decoded entries.
+                let keys: Vec<&[u8]> = match &contents {
+                    Sealed::Entries(entries) => entries.iter().map(|e| e.key.as_slice()).collect(),
+                    Sealed::Image(image) => {
+                        let page = SegmentPage::parse(image, 0)?;
+                        (0..page.count())
+                            .map(|slot| page.raw(slot).map(|raw| raw.key()))
+                            .collect::<Result<_>>()?
+                    }
                     // Presets with filters keep their images (see `merge_into`).
                     Sealed::Written(_) => Vec::new(),
                 };
                 Some(Arc::new(Bloom::build(
-                    keys.iter().map(|key| key.as_slice()),
+                    keys.into_iter(),
                     bits,
                     &mut self.cpu_pending,
                 )))
