@@ -81,6 +81,12 @@ fn periodic_end(bytes: &[u8], mut from: usize) -> usize {
     from
 }
 
+/// The high bit of each byte of `word` that is not zero, and no other bit.
+fn nonzero_bytes(word: u64) -> u64 {
+    const LOW_SEVEN: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    (((word & LOW_SEVEN) + LOW_SEVEN) | word) & !LOW_SEVEN
+}
+
 fn word(bytes: &[u8], at: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&bytes[at..at + 8]);
@@ -133,6 +139,27 @@ fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
     let mut literal_from = 0;
     let mut at = PATTERN_BYTES;
     while at < length {
+        // Eight positions at once, where none of them can start a run: a pattern run from a
+        // position `c` of `at..at + 8` needs positions `c..c + 32` to repeat the bytes 16 before,
+        // which takes in all of `at + 8..at + 16`; a fill needs bytes `c - 16..c` to be one byte,
+        // which takes in all of `at - 8..at`. When neither holds, the scan below would look at
+        // each candidate here and go on past the stretch holding `at + 7`, if there is one.
+        // (Only where no earlier run is within 16 bytes, so each candidate's run would start 16
+        // before it.)
+        if RULE_OUT && literal_from + PATTERN_BYTES <= at && at + 16 <= length {
+            let before = word(slot, at - 8);
+            let next = nonzero_bytes(word(slot, at + 8) ^ before);
+            let one_byte = before == (before & 0xFF) * 0x0101_0101_0101_0101;
+            if next != 0 && !one_byte {
+                let last_repeats = (word(slot, at) ^ word(slot, at - PATTERN_BYTES)) >> 56 == 0;
+                at += 8;
+                if last_repeats {
+                    // The stretch holding `at - 1` ends at the first byte of `next` that differs.
+                    at += (next.trailing_zeros() / 8) as usize + 1;
+                }
+                continue;
+            }
+        }
         if at + 8 <= length {
             // Eight positions at once: a run needs a position whose byte equals the byte 16
             // before it, so where no byte of the eight does, none starts here. (A run of exactly 16
@@ -613,7 +640,7 @@ mod tests {
         /// periodic values): the same encoding as looking at every candidate.
         #[test]
         fn ruling_out_candidates_keeps_the_encoding(
-            pieces in proptest::collection::vec((0u8..4, any::<u64>(), 1usize..90), 1..200),
+            pieces in proptest::collection::vec((0u8..5, any::<u64>(), 1usize..90), 1..200),
         ) {
             let mut slot = Vec::new();
             for (kind, seed, length) in pieces {
@@ -621,6 +648,19 @@ mod tests {
                     0 => slot.extend(format!("user{seed:020}xxxxxxxx").bytes().take(length)),
                     1 => slot.extend(seed.to_le_bytes().iter().cycle().take(length)),
                     2 => slot.extend(std::iter::repeat_n((seed % 3) as u8, length)),
+                    // Hash bucket slots: an empty one (all-ones pointer) or a small pointer, then
+                    // a one-byte signature.
+                    3 => {
+                        for index in 0..length / 4 {
+                            if (seed >> (index % 64)) & 1 == 0 {
+                                slot.extend([0xFF; 8]);
+                                slot.push(0);
+                            } else {
+                                slot.extend((seed >> 24 ^ index as u64).to_le_bytes());
+                                slot.push(seed as u8 ^ index as u8);
+                            }
+                        }
+                    }
                     _ => slot.extend(seed.to_le_bytes().repeat(2).iter().cycle().take(length * 3)),
                 }
             }
