@@ -125,14 +125,21 @@ pub(crate) fn encode(
     bytes[16..18].copy_from_slice(&(slots.len() as u16).to_le_bytes());
     bytes[18] = signature_len as u8;
     bytes[19] = FORMAT_VERSION;
-    let mut at = HEADER_BYTES;
-    for slot in slots {
-        bytes[at..at + 8].copy_from_slice(&slot.pointer.to_le_bytes());
-        let signature = slot.signature.to_le_bytes();
-        bytes[at + 8..at + 8 + signature_len].copy_from_slice(&signature[..signature_len]);
-        at += 8 + signature_len;
+    let array_len = slots.len() * (8 + signature_len);
+    let array = &mut bytes[HEADER_BYTES..HEADER_BYTES + array_len];
+    match signature_len {
+        0 => encode_array::<8>(slots, array),
+        1 => encode_array::<9>(slots, array),
+        2 => encode_array::<10>(slots, array),
+        3 => encode_array::<11>(slots, array),
+        4 => encode_array::<12>(slots, array),
+        5 => encode_array::<13>(slots, array),
+        6 => encode_array::<14>(slots, array),
+        7 => encode_array::<15>(slots, array),
+        // Eight bytes: a configuration allows signatures of 1 to 64 bits.
+        _ => encode_array::<16>(slots, array),
     }
-    let crc = page_crc(&bytes, at);
+    let crc = page_crc(&bytes, HEADER_BYTES + array_len);
     bytes[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
     bytes
 }
@@ -215,6 +222,14 @@ pub(crate) fn decode_slots(
         return Err(bad("signature wider than the table's"));
     }
     Ok(slots)
+}
+
+/// Writes `slots` into `array` as `WIDTH`-byte slots (see [`decode_array`]).
+fn encode_array<const WIDTH: usize>(slots: &[Slot], array: &mut [u8]) {
+    for (slot, bytes) in slots.iter().zip(array.chunks_exact_mut(WIDTH)) {
+        bytes[..8].copy_from_slice(&slot.pointer.to_le_bytes());
+        bytes[8..].copy_from_slice(&slot.signature.to_le_bytes()[..WIDTH - 8]);
+    }
 }
 
 /// The slots of an array of `WIDTH`-byte slots (`WIDTH` from 8 to 16: a pointer, then a
