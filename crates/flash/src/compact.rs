@@ -232,6 +232,7 @@ pub(crate) fn decode(encoded: &[u8], slot: &mut [u8]) -> Result<(), Malformed> {
 }
 
 /// An encoding read in order from up to two pieces (a page that straddles two chunks).
+#[derive(Clone, Copy)]
 struct Input<'a> {
     pieces: [&'a [u8]; 2],
 }
@@ -339,53 +340,112 @@ pub(crate) fn decode_span(
     offset: usize,
     out: &mut [u8],
 ) -> Result<(), Malformed> {
-    let mut input = Input { pieces: encoded };
-    let want_end = offset + out.len();
-    let mut at = 0usize;
-    while at < want_end {
-        let tag = input
+    SpanReader::new(encoded).read(offset, out)
+}
+
+/// Reads spans of the slot an encoding describes, as [`decode_span`] does, going on from the
+/// operation the last span ended in when the next one starts there or later (a record's header,
+/// then its key and value), and from the start of the encoding otherwise.
+#[derive(Clone, Copy)]
+pub(crate) struct SpanReader<'a> {
+    encoded: [&'a [u8]; 2],
+    /// What follows the current operation.
+    input: Input<'a>,
+    /// The current operation and the slot bytes `start..end` it covers (none yet: `0..0`).
+    operation: Operation<'a>,
+    start: usize,
+    end: usize,
+}
+
+#[derive(Clone, Copy)]
+enum Operation<'a> {
+    Literal([&'a [u8]; 2]),
+    Pattern([u8; PATTERN_BYTES]),
+    Fill(u8),
+}
+
+impl<'a> SpanReader<'a> {
+    pub(crate) fn new(encoded: [&'a [u8]; 2]) -> SpanReader<'a> {
+        SpanReader {
+            encoded,
+            input: Input { pieces: encoded },
+            operation: Operation::Fill(0),
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Moves to the next operation, its lengths checked.
+    fn advance(&mut self) -> Result<(), Malformed> {
+        let tag = self
+            .input
             .byte()
             .ok_or("the encoding ends before the page does")?;
-        let length = input.length()?;
-        let end = at
+        let length = self.input.length()?;
+        let end = self
+            .end
             .checked_add(length)
             .ok_or("a run or literal goes past the end of the page")?;
-        // The part of this operation's run that lies in the span, relative to each.
-        let (from, to) = (at.max(offset), end.min(want_end));
-        match tag {
-            LITERAL => {
-                let [a, b] = input.take(length).ok_or("a literal is cut short")?;
-                if from < to {
-                    let mut bytes = Input { pieces: [a, b] };
-                    bytes.take(from - at).ok_or("a literal is cut short")?;
-                    let [x, y] = bytes.take(to - from).ok_or("a literal is cut short")?;
-                    let target = &mut out[from - offset..to - offset];
-                    target[..x.len()].copy_from_slice(x);
-                    target[x.len()..].copy_from_slice(y);
-                }
-            }
+        self.operation = match tag {
+            LITERAL => Operation::Literal(self.input.take(length).ok_or("a literal is cut short")?),
             PATTERN => {
-                let [a, b] = input.take(PATTERN_BYTES).ok_or("a pattern is cut short")?;
-                if from < to {
-                    let mut pattern = [0u8; PATTERN_BYTES];
-                    pattern[..a.len()].copy_from_slice(a);
-                    pattern[a.len()..].copy_from_slice(b);
-                    // The run repeats its pattern from its own start.
-                    pattern.rotate_left((from - at) % PATTERN_BYTES);
-                    repeat(&pattern, &mut out[from - offset..to - offset]);
-                }
+                let [a, b] = self
+                    .input
+                    .take(PATTERN_BYTES)
+                    .ok_or("a pattern is cut short")?;
+                let mut pattern = [0u8; PATTERN_BYTES];
+                pattern[..a.len()].copy_from_slice(a);
+                pattern[a.len()..].copy_from_slice(b);
+                Operation::Pattern(pattern)
             }
-            FILL => {
-                let byte = input.byte().ok_or("a fill byte is missing")?;
-                if from < to {
-                    out[from - offset..to - offset].fill(byte);
-                }
-            }
+            FILL => Operation::Fill(self.input.byte().ok_or("a fill byte is missing")?),
             _ => return Err("unknown operation"),
-        }
-        at = end;
+        };
+        (self.start, self.end) = (self.end, end);
+        Ok(())
     }
-    Ok(())
+
+    /// Decodes bytes `offset..offset + out.len()` of the slot into `out`.
+    pub(crate) fn read(&mut self, offset: usize, out: &mut [u8]) -> Result<(), Malformed> {
+        if offset < self.start {
+            *self = SpanReader::new(self.encoded);
+        }
+        let want_end = offset + out.len();
+        loop {
+            self.copy_overlap(offset, out)?;
+            if self.end >= want_end {
+                return Ok(());
+            }
+            self.advance()?;
+        }
+    }
+
+    /// Copies the part of `offset..offset + out.len()` the current operation covers.
+    fn copy_overlap(&self, offset: usize, out: &mut [u8]) -> Result<(), Malformed> {
+        let (from, to) = (self.start.max(offset), self.end.min(offset + out.len()));
+        if from >= to {
+            return Ok(());
+        }
+        let target = &mut out[from - offset..to - offset];
+        match self.operation {
+            Operation::Literal(pieces) => {
+                let mut bytes = Input { pieces };
+                bytes
+                    .take(from - self.start)
+                    .ok_or("a literal is cut short")?;
+                let [x, y] = bytes.take(to - from).ok_or("a literal is cut short")?;
+                target[..x.len()].copy_from_slice(x);
+                target[x.len()..].copy_from_slice(y);
+            }
+            Operation::Pattern(mut pattern) => {
+                // The run repeats its pattern from its own start.
+                pattern.rotate_left((from - self.start) % PATTERN_BYTES);
+                repeat(&pattern, target);
+            }
+            Operation::Fill(byte) => target.fill(byte),
+        }
+        Ok(())
+    }
 }
 
 /// Fills `target` with `pattern` repeated, doubling what is already written.
@@ -681,11 +741,42 @@ mod tests {
             // Split the encoding as a chunk boundary would.
             let cut = (seed as usize * 37) % encoded.len().max(1);
             let pieces = [&encoded[..cut], &encoded[cut..]];
+            // Each span fresh, and all of them through one reader that goes on from the last
+            // (forward, within the last operation, or back to the start).
+            let mut reader = SpanReader::new(pieces);
             for (offset, length) in spans {
                 let length = length.min(slot.len() - offset);
                 let mut out = vec![0u8; length];
                 decode_span(pieces, offset, &mut out).expect("decodes");
                 prop_assert_eq!(&out[..], &slot[offset..offset + length]);
+                let mut again = vec![0u8; length];
+                reader.read(offset, &mut again).expect("decodes");
+                prop_assert_eq!(&again[..], &slot[offset..offset + length]);
+            }
+        }
+
+        #[test]
+        fn a_reader_reads_a_record_in_pieces_as_one_span(
+            seed in 0u64..1_000,
+            offset in 0usize..8_000,
+            cuts in proptest::collection::vec(0usize..1_200, 1..5),
+        ) {
+            // Records, and a stretch of bytes that repeat nothing (one long literal).
+            let mut slot = records_page(seed, 8_448);
+            let noise = (seed as usize * 131) % 6_000;
+            for (index, byte) in slot[noise..noise + 2_000].iter_mut().enumerate() {
+                *byte = ((seed + index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8;
+            }
+            let mut encoded = Vec::new();
+            encode(&slot, &mut encoded);
+            let mut reader = SpanReader::new([&encoded, &[]]);
+            let mut at = offset;
+            for cut in cuts {
+                let length = cut.min(slot.len() - at);
+                let mut out = vec![0u8; length];
+                reader.read(at, &mut out).expect("decodes");
+                prop_assert_eq!(&out[..], &slot[at..at + length]);
+                at += length;
             }
         }
 

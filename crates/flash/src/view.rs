@@ -1,9 +1,12 @@
 //! Reading parts of a page: [`Flash::read_parts`] reads a page once, with the time, counters and
 //! rules of [`Flash::read`], and lets the caller copy out only the byte ranges it needs. On
 //! compact media with nothing to verify, only those ranges are decoded (a GET's one record of a
-//! page of eight costs an eighth of the page); otherwise the whole page is read and the ranges are
-//! copied from it.
+//! page of eight costs an eighth of the page), and a copy that starts at or after where the last
+//! one ended goes on from there; otherwise the whole page is read and the ranges are copied from it.
 
+use std::cell::Cell;
+
+use crate::compact::SpanReader;
 use crate::retry::READ_ATTEMPTS_MAX;
 use crate::{Flash, FlashError, PageAddress, PageRead, Purpose, Result, SimTime};
 
@@ -17,9 +20,9 @@ pub struct PageView<'a> {
 enum Bytes<'a> {
     /// The whole payload.
     Whole(&'a [u8]),
-    /// The page's encoding on compact media, in its (at most two) pieces: its OOB area of this
-    /// many bytes, then the payload.
-    Encoded(crate::flash::Encoded<'a>, usize),
+    /// The page's encoding on compact media, read from where the last copy left it (a record's
+    /// header, then the record): its OOB area of this many bytes, then the payload.
+    Encoded(Cell<SpanReader<'a>>, usize),
 }
 
 impl PageView<'_> {
@@ -41,12 +44,13 @@ impl PageView<'_> {
                 out.copy_from_slice(&whole[offset..offset + out.len()]);
                 Ok(())
             }
-            Bytes::Encoded(encoded, oob_bytes) => {
-                crate::compact::decode_span(encoded, oob_bytes + offset, out).map_err(|what| {
-                    FlashError::MediaMalformed {
-                        page: self.page,
-                        what,
-                    }
+            Bytes::Encoded(ref reader, oob_bytes) => {
+                let mut span = reader.get();
+                let copied = span.read(oob_bytes + offset, out);
+                reader.set(span);
+                copied.map_err(|what| FlashError::MediaMalformed {
+                    page: self.page,
+                    what,
                 })
             }
         }
@@ -75,7 +79,7 @@ impl Flash {
                     let view = PageView {
                         page,
                         page_bytes,
-                        bytes: Bytes::Encoded(encoded, oob_bytes),
+                        bytes: Bytes::Encoded(Cell::new(SpanReader::new(encoded)), oob_bytes),
                     };
                     return Ok((parts(&view), read));
                 }

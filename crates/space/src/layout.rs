@@ -100,8 +100,17 @@ impl RecordHeader {
 
 /// The checksum a record's bytes (header first) should carry.
 fn checksum(record: &[u8]) -> u32 {
-    let crc = crc32c::crc32c(&record[..CHECKSUM_AT]);
-    crc32c::crc32c_append(crc, &record[RECORD_HEADER_BYTES..])
+    checksum_of_parts(
+        &record[..RECORD_HEADER_BYTES],
+        &[&record[RECORD_HEADER_BYTES..]],
+    )
+}
+
+/// [`checksum`] of a record held as its header and the parts that follow it, in order.
+fn checksum_of_parts(header: &[u8], rest: &[&[u8]]) -> u32 {
+    let crc = crc32c::crc32c(&header[..CHECKSUM_AT]);
+    rest.iter()
+        .fold(crc, |crc, part| crc32c::crc32c_append(crc, part))
 }
 
 /// Writes a record's checksum into its header; `record` is the record's bytes, header first, with
@@ -137,6 +146,43 @@ pub(crate) fn read_u64(data: &[u8], offset: usize, page: PageIndex) -> Result<u6
             what: "field runs past the page",
         })?;
     Ok(u64::from_le_bytes(bytes))
+}
+
+/// The small record whose header is `head` (decoded as `header`), with its key and value read
+/// apart: its checksum is verified over the three.
+pub(crate) fn small_from_parts(
+    head: &[u8; RECORD_HEADER_BYTES],
+    header: &RecordHeader,
+    key: Vec<u8>,
+    value: Vec<u8>,
+    page: PageIndex,
+) -> Result<Record> {
+    let stored = u32::from_le_bytes([
+        head[CHECKSUM_AT],
+        head[CHECKSUM_AT + 1],
+        head[CHECKSUM_AT + 2],
+        head[CHECKSUM_AT + 3],
+    ]);
+    if header.kind != RECORD_KIND_SMALL
+        || key.len() != header.key_len as usize
+        || value.len() != header.value_len as usize
+    {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "expected a small record",
+        });
+    }
+    if stored != checksum_of_parts(head, &[&key, &value]) {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "record checksum does not match its bytes",
+        });
+    }
+    Ok(Record {
+        namespace: header.namespace,
+        key,
+        value,
+    })
 }
 
 /// Decodes the small record at `offset` of a page, with bounds checks and its checksum verified.

@@ -386,9 +386,16 @@ impl Space {
                         what: "record runs past the page",
                     });
                 }
-                let mut bytes = vec![0u8; length];
-                view.copy(offset, &mut bytes)?;
-                return Ok(Found::Small(layout::decode_small(&bytes, 0, page)?));
+                // Key and value straight into their own buffers, each copy going on where the
+                // last one left the page.
+                let key_at = offset + RECORD_HEADER_BYTES;
+                let mut key = vec![0u8; header.key_len as usize];
+                view.copy(key_at, &mut key)?;
+                let mut value = vec![0u8; header.value_len as usize];
+                view.copy(key_at + key.len(), &mut value)?;
+                return Ok(Found::Small(layout::small_from_parts(
+                    &head, &header, key, value, page,
+                )?));
             }
             let mut whole = vec![0u8; page_bytes];
             view.copy(0, &mut whole)?;
