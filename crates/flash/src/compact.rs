@@ -87,6 +87,11 @@ fn nonzero_bytes(word: u64) -> u64 {
     (((word & LOW_SEVEN) + LOW_SEVEN) | word) & !LOW_SEVEN
 }
 
+/// Whether the eight bytes of `word` are one byte repeated.
+fn is_one_byte(word: u64) -> bool {
+    word == (word & 0xFF) * 0x0101_0101_0101_0101
+}
+
 fn word(bytes: &[u8], at: usize) -> u64 {
     let mut word = [0u8; 8];
     word.copy_from_slice(&bytes[at..at + 8]);
@@ -149,8 +154,7 @@ fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
         if RULE_OUT && literal_from + PATTERN_BYTES <= at && at + 16 <= length {
             let before = word(slot, at - 8);
             let next = nonzero_bytes(word(slot, at + 8) ^ before);
-            let one_byte = before == (before & 0xFF) * 0x0101_0101_0101_0101;
-            if next != 0 && !one_byte {
+            if next != 0 && !is_one_byte(before) {
                 let last_repeats = (word(slot, at) ^ word(slot, at - PATTERN_BYTES)) >> 56 == 0;
                 at += 8;
                 if last_repeats {
@@ -181,8 +185,7 @@ fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
             if RULE_OUT && at + 8 <= length && literal_from + PATTERN_BYTES <= at {
                 let before = word(slot, at - PATTERN_BYTES);
                 let differ = word(slot, at) ^ before;
-                let one_byte = before == (before & 0xFF) * 0x0101_0101_0101_0101
-                    && before == word(slot, at - 8);
+                let one_byte = is_one_byte(before) && before == word(slot, at - 8);
                 if differ != 0 && !one_byte {
                     at += (differ.trailing_zeros() / 8) as usize + 1;
                     continue;

@@ -122,13 +122,22 @@ pub(crate) fn seal(record: &mut [u8]) {
 
 /// Checks the checksum of a record whose header and bounds are already checked.
 fn verify(record: &[u8], page: PageIndex) -> Result<()> {
+    verify_parts(
+        &record[..RECORD_HEADER_BYTES],
+        &[&record[RECORD_HEADER_BYTES..]],
+        page,
+    )
+}
+
+/// [`verify`] of a record held as its header and the parts that follow it, in order.
+fn verify_parts(header: &[u8], rest: &[&[u8]], page: PageIndex) -> Result<()> {
     let stored = u32::from_le_bytes([
-        record[CHECKSUM_AT],
-        record[CHECKSUM_AT + 1],
-        record[CHECKSUM_AT + 2],
-        record[CHECKSUM_AT + 3],
+        header[CHECKSUM_AT],
+        header[CHECKSUM_AT + 1],
+        header[CHECKSUM_AT + 2],
+        header[CHECKSUM_AT + 3],
     ]);
-    if stored != checksum(record) {
+    if stored != checksum_of_parts(header, rest) {
         return Err(SpaceError::Malformed {
             page,
             what: "record checksum does not match its bytes",
@@ -148,8 +157,8 @@ pub(crate) fn read_u64(data: &[u8], offset: usize, page: PageIndex) -> Result<u6
     Ok(u64::from_le_bytes(bytes))
 }
 
-/// The small record whose header is `head` (decoded as `header`), with its key and value read
-/// apart: its checksum is verified over the three.
+/// The small record whose header is `head` (decoded as `header`), with the key and value its
+/// header gives the lengths of, read apart: its checksum is verified over the three.
 pub(crate) fn small_from_parts(
     head: &[u8; RECORD_HEADER_BYTES],
     header: &RecordHeader,
@@ -157,27 +166,13 @@ pub(crate) fn small_from_parts(
     value: Vec<u8>,
     page: PageIndex,
 ) -> Result<Record> {
-    let stored = u32::from_le_bytes([
-        head[CHECKSUM_AT],
-        head[CHECKSUM_AT + 1],
-        head[CHECKSUM_AT + 2],
-        head[CHECKSUM_AT + 3],
-    ]);
-    if header.kind != RECORD_KIND_SMALL
-        || key.len() != header.key_len as usize
-        || value.len() != header.value_len as usize
-    {
+    if header.kind != RECORD_KIND_SMALL {
         return Err(SpaceError::Malformed {
             page,
             what: "expected a small record",
         });
     }
-    if stored != checksum_of_parts(head, &[&key, &value]) {
-        return Err(SpaceError::Malformed {
-            page,
-            what: "record checksum does not match its bytes",
-        });
-    }
+    verify_parts(head, &[&key, &value], page)?;
     Ok(Record {
         namespace: header.namespace,
         key,
