@@ -96,6 +96,13 @@ impl CpuCounts {
         self.bloom_builds += other.bloom_builds;
     }
 
+    /// Counts what [`CpuCounts::compare`] counts for two keys that both run past byte `common`
+    /// and first differ there.
+    pub(crate) fn count_differing_at(&mut self, common: usize) {
+        self.key_comparisons += 1;
+        self.bytes_compared += common as u64 + 1;
+    }
+
     /// Compares two keys, counting one comparison and the bytes looked at.
     pub(crate) fn compare(&mut self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         self.key_comparisons += 1;

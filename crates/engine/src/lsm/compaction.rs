@@ -110,14 +110,13 @@ impl LsmTree {
         let (upper, read) = self.level_entries(space, t, index, Purpose::Compaction)?;
         t = read;
         t = self.merge_into(space, t, upper, index + 1)?;
-        let old = std::mem::take(&mut self.levels[index].segments);
+        let old = self.levels[index].set_segments(Vec::new());
         for segment in old.iter() {
             if let Some(page) = segment.page {
                 space.invalidate_meta(page);
             }
         }
         self.levels[index].entries = 0;
-        self.levels[index].prefix_offset = 0;
         self.levels[index].key_bytes = 0;
         if index > 0 {
             let (upper, lower) = self.levels.split_at_mut(index);
@@ -191,9 +190,7 @@ impl LsmTree {
                 let (page, finished) =
                     space.write_meta(t, Purpose::Compaction, self.config.namespace, &image)?;
                 done = done.max(finished);
-                let segment = &mut Arc::make_mut(&mut self.levels[index].segments)[slot];
-                segment.page = Some(page);
-                segment.entries = None;
+                Arc::make_mut(&mut self.levels[index].segments)[slot].unpin(page);
             }
             self.levels[index].pinned = false;
             self.pinned_target = self.pinned_target.min(index);

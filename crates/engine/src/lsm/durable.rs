@@ -21,7 +21,7 @@ use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{PageIndex, RecordPointer, Space};
 
 use super::bloom::Bloom;
-use super::level::{self, Level, Segment};
+use super::level::{Level, Segment};
 use super::segment::{Entry, SegmentPage};
 use super::{LsmTree, Result};
 use crate::config::EngineConfig;
@@ -197,24 +197,16 @@ impl LsmTree {
                         ))
                     }
                 };
-                segments.push(Segment {
-                    prefix: 0,
-                    start_key: start_key.into(),
-                    range_pointer: 0,
-                    page,
-                    entries,
-                    bloom,
-                });
+                segments.push(Segment::new(start_key.into(), page, entries, bloom));
             }
-            let prefix_offset = level::set_prefixes(&mut segments);
-            tree.levels.push(Level {
-                segments: Arc::new(segments),
-                prefix_offset,
+            let mut level = Level {
                 entries,
                 key_bytes,
                 pinned,
                 ..Level::default()
-            });
+            };
+            level.set_segments(segments);
+            tree.levels.push(level);
         }
         reader.finish()?;
         for index in 0..tree.levels.len() {

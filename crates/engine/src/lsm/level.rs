@@ -8,12 +8,12 @@
 //! prefix, whose length the level keeps): with distinct first bytes it is PinK's prefix, and with a
 //! shared head it still tells segments apart.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use kvssd_space::PageIndex;
 
 use super::bloom::Bloom;
-use super::segment::{Entry, Key};
+use super::segment::{find_in, Entry, EntryPrefixes, Key};
 use crate::cpu::CpuCounts;
 
 /// One meta segment as the level list sees it.
@@ -21,10 +21,6 @@ use crate::cpu::CpuCounts;
 pub(crate) struct Segment {
     /// The first key of the segment.
     pub(crate) start_key: Key,
-    /// The four bytes of the start key after the level's common prefix, big-endian, zero-padded:
-    /// for keys that begin with the common prefix, comparing prefixes orders them the same way as
-    /// comparing the keys whenever the prefixes differ. Set by [`set_prefixes`].
-    pub(crate) prefix: u32,
     /// Index in the next level's list of the entry with the greatest start key `<=` this start key
     /// (0 when there is none).
     pub(crate) range_pointer: u32,
@@ -32,22 +28,67 @@ pub(crate) struct Segment {
     pub(crate) page: Option<PageIndex>,
     /// The entries, when the level is pinned.
     pub(crate) entries: Option<Arc<Vec<Entry>>>,
+    /// Their keys' prefixes ([`EntryPrefixes::of`], `None` if they have none), made by the first
+    /// search that needs them: most pinned segments a Load's merges make are replaced before any
+    /// GET reaches them. The keys never change while the entries are pinned (GC changes pointers
+    /// only).
+    pub(crate) entry_prefixes: OnceLock<Option<Arc<EntryPrefixes>>>,
     /// `lightstore`'s filter over the segment's keys.
     pub(crate) bloom: Option<Arc<Bloom>>,
 }
 
-fn prefix_of(key: &[u8]) -> u32 {
-    let mut bytes = [0u8; 4];
-    for (slot, byte) in bytes.iter_mut().zip(key) {
-        *slot = *byte;
+impl Segment {
+    /// A segment on flash at `page`, or pinned with `entries` (and their prefixes).
+    pub(crate) fn new(
+        start_key: Key,
+        page: Option<PageIndex>,
+        entries: Option<Arc<Vec<Entry>>>,
+        bloom: Option<Arc<Bloom>>,
+    ) -> Segment {
+        Segment {
+            start_key,
+            range_pointer: 0,
+            page,
+            entry_prefixes: OnceLock::new(),
+            entries,
+            bloom,
+        }
     }
-    u32::from_be_bytes(bytes)
+
+    /// The slot of `key` among the pinned entries, counting comparisons.
+    pub(crate) fn find_pinned(&self, key: &[u8], cpu: &mut CpuCounts) -> Option<usize> {
+        let entries = self.entries.as_deref()?;
+        let prefixes = self
+            .entry_prefixes
+            .get_or_init(|| EntryPrefixes::of(entries).map(Arc::new));
+        match prefixes {
+            Some(prefixes) => prefixes.find(entries, key, cpu),
+            None => find_in(entries, key, cpu),
+        }
+    }
+
+    /// Moves the segment to flash at `page`, dropping its entries.
+    pub(crate) fn unpin(&mut self, page: PageIndex) {
+        self.page = Some(page);
+        self.entries = None;
+        self.entry_prefixes = OnceLock::new();
+    }
 }
 
-/// Sets every segment's prefix for a sorted list and returns the length of the list's common
-/// prefix (the bytes every start key shares), which the level keeps as `prefix_offset`. The start
-/// keys are sorted, so what the first and the last share, all share.
-pub(crate) fn set_prefixes(segments: &mut [Segment]) -> usize {
+/// The first eight bytes of `bytes`, big-endian, zero-padded. Its upper four bytes are PinK's
+/// prefix of `bytes`.
+fn word_of(bytes: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    for (slot, byte) in word.iter_mut().zip(bytes) {
+        *slot = *byte;
+    }
+    u64::from_be_bytes(word)
+}
+
+/// The words of a sorted list's start keys ([`Level::words`]), the length of the list's common
+/// prefix (the bytes every start key shares), which they are taken after, and whether every start
+/// key fills its word. The start keys are sorted, so what the first and the last share, all share.
+fn words_of(segments: &[Segment]) -> (usize, Vec<u64>, bool) {
     let offset = match (segments.first(), segments.last()) {
         (Some(first), Some(last)) => first
             .start_key
@@ -57,10 +98,15 @@ pub(crate) fn set_prefixes(segments: &mut [Segment]) -> usize {
             .count(),
         _ => 0,
     };
-    for segment in segments.iter_mut() {
-        segment.prefix = prefix_of(&segment.start_key[offset..]);
-    }
-    offset
+    let words = segments
+        .iter()
+        .map(|segment| word_of(&segment.start_key[offset..]))
+        .collect();
+    let filled = !segments.is_empty()
+        && segments
+            .iter()
+            .all(|segment| segment.start_key.len() >= offset + 8);
+    (offset, words, filled)
 }
 
 /// A level below L0: one sorted run of meta segments with disjoint, ordered key ranges.
@@ -69,7 +115,20 @@ pub(crate) fn set_prefixes(segments: &mut [Segment]) -> usize {
 /// and the live tree copies it on write (`Arc::make_mut`) while a snapshot holds it.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Level {
+    /// Set with [`Level::set_segments`], which keeps `words`, `words_filled` and `prefix_offset`
+    /// with them.
     pub(crate) segments: Arc<Vec<Segment>>,
+    /// Per segment, the eight bytes of its start key after the level's common prefix,
+    /// big-endian, zero-padded. The upper four are the segment's prefix: for keys that begin with
+    /// the common prefix, comparing prefixes orders them the same way as comparing the keys
+    /// whenever the prefixes differ. The whole word lets the simulator tell most tied prefixes
+    /// apart without reading the start key, counting the comparison PinK makes there (see
+    /// [`Level::find_segment`]). The words lie apart from the segments, eight bytes each, so that
+    /// a search's probes touch a few cache lines rather than one per segment.
+    pub(crate) words: Arc<Vec<u64>>,
+    /// Whether every start key has eight bytes after the common prefix, so that where two words
+    /// differ, so do the keys, at the same byte.
+    pub(crate) words_filled: bool,
     pub(crate) entries: u64,
     /// Sum of the entries' key lengths (sizes merges before they run).
     pub(crate) key_bytes: u64,
@@ -90,6 +149,16 @@ pub(crate) struct SearchMode {
 }
 
 impl Level {
+    /// Makes `segments`, sorted, the level's list, with their words, and returns the list it
+    /// held.
+    pub(crate) fn set_segments(&mut self, segments: Vec<Segment>) -> Arc<Vec<Segment>> {
+        let (offset, words, filled) = words_of(&segments);
+        self.prefix_offset = offset;
+        self.words = Arc::new(words);
+        self.words_filled = filled;
+        std::mem::replace(&mut self.segments, Arc::new(segments))
+    }
+
     /// The segment whose range holds `key` — the one with the greatest start key `<= key` — searched
     /// among segments `low..=high` only. `None` if `key` is before every start key.
     pub(crate) fn find_segment(
@@ -107,28 +176,35 @@ impl Level {
         // Prefixes order only keys that begin with the level's common prefix: one comparison of
         // that head, against the bytes kept with the level, decides whether they can be used.
         let offset = self.prefix_offset;
-        let use_prefixes = mode.prefixes && {
+        let use_prefixes = mode.prefixes && self.words.len() == self.segments.len() && {
             cpu.bytes_compared += offset as u64;
             key.get(..offset) == self.segments[0].start_key.get(..offset)
         };
-        let key_prefix = if use_prefixes {
-            prefix_of(&key[offset..])
+        let key_word = if use_prefixes {
+            word_of(&key[offset..])
         } else {
             0
         };
+        let words_decide = use_prefixes && self.words_filled && key.len() >= offset + 8;
         // Invariant: every segment before `first` starts <= key; every one from `last` on starts > key.
         let (mut first, mut last) = (low.min(high), high + 1);
         while first < last {
             let middle = (first + last) / 2;
-            let segment = &self.segments[middle];
             let order = if use_prefixes {
                 cpu.prefix_comparisons += 1;
-                match segment.prefix.cmp(&key_prefix) {
-                    std::cmp::Ordering::Equal => cpu.compare(&segment.start_key, key),
-                    other => other,
+                let word = self.words[middle];
+                if word >> 32 != key_word >> 32 {
+                    (word >> 32).cmp(&(key_word >> 32))
+                } else if words_decide && word != key_word {
+                    // The prefixes tie and PinK compares the keys, which first differ where the
+                    // words do: count that comparison without reading the start key.
+                    cpu.count_differing_at(offset + (word ^ key_word).leading_zeros() as usize / 8);
+                    word.cmp(&key_word)
+                } else {
+                    cpu.compare(&self.segments[middle].start_key, key)
                 }
             } else {
-                cpu.compare(&segment.start_key, key)
+                cpu.compare(&self.segments[middle].start_key, key)
             };
             if order == std::cmp::Ordering::Greater {
                 last = middle;
@@ -171,6 +247,8 @@ impl Level {
     /// * For a level on flash: `entries` is zero exactly when there are no segments, and at least
     ///   one per segment (each meta page holds one entry or more).
     /// * Every range pointer is an index into `next`'s list (0 when `next` is absent or empty).
+    /// * The words and the common prefix's length are those of the start keys
+    ///   ([`Level::set_segments`]).
     ///
     /// Cost: O(segments) for a level on flash; O(entries) for a pinned one, which only ever
     /// follows a merge in DRAM of at least as many entries.
@@ -198,6 +276,14 @@ impl Level {
                     if entries.windows(2).any(|pair| pair[0].key >= pair[1].key) {
                         return Err("a pinned segment's entries are not strictly sorted");
                     }
+                    let prefixes_right = match segment.entry_prefixes.get() {
+                        None => true,
+                        Some(Some(prefixes)) => prefixes.are_of(entries),
+                        Some(None) => EntryPrefixes::of(entries).is_none(),
+                    };
+                    if !prefixes_right {
+                        return Err("a pinned segment's prefixes are not its keys'");
+                    }
                     if let Some(following) = self.segments.get(slot + 1) {
                         if last.key >= following.start_key {
                             return Err("a pinned segment overlaps the next one");
@@ -221,6 +307,10 @@ impl Level {
             || self.entries < self.segments.len() as u64
         {
             return Err("the entry count cannot fill the level's segments");
+        }
+        let (offset, words, filled) = words_of(&self.segments);
+        if offset != self.prefix_offset || words != *self.words || filled != self.words_filled {
+            return Err("the words are not the start keys'");
         }
         Ok(())
     }
@@ -281,23 +371,13 @@ mod tests {
     use super::*;
 
     fn level(keys: &[&str]) -> Level {
-        let mut segments: Vec<Segment> = keys
+        let segments: Vec<Segment> = keys
             .iter()
-            .map(|key| Segment {
-                start_key: Key::from_slice(key.as_bytes()),
-                prefix: 0,
-                range_pointer: 0,
-                page: None,
-                entries: None,
-                bloom: None,
-            })
+            .map(|key| Segment::new(Key::from_slice(key.as_bytes()), None, None, None))
             .collect();
-        let prefix_offset = set_prefixes(&mut segments);
-        Level {
-            segments: Arc::new(segments),
-            prefix_offset,
-            ..Level::default()
-        }
+        let mut level = Level::default();
+        level.set_segments(segments);
+        level
     }
 
     #[test]
@@ -316,6 +396,88 @@ mod tests {
             assert_eq!(find("bzz", &mut cpu), Some(3));
             assert_eq!(find("c\0\0", &mut cpu), Some(4));
             assert_eq!(find("zz", &mut cpu), Some(5));
+        }
+    }
+
+    /// PinK's search of a level list as the model counts it: four-byte prefixes after the common
+    /// prefix, and a full comparison of the keys wherever they tie.
+    fn find_as_pink_counts(
+        level: &Level,
+        key: &[u8],
+        low: usize,
+        high: usize,
+        cpu: &mut CpuCounts,
+    ) -> Option<usize> {
+        let segments = &level.segments;
+        if segments.is_empty() {
+            return None;
+        }
+        let high = high.min(segments.len() - 1);
+        let offset = level.prefix_offset;
+        cpu.bytes_compared += offset as u64;
+        let use_prefixes = key.get(..offset) == segments[0].start_key.get(..offset);
+        let prefix = |bytes: &[u8]| word_of(&bytes[..bytes.len().min(4)]) >> 32;
+        let (mut first, mut last) = (low.min(high), high + 1);
+        while first < last {
+            let middle = (first + last) / 2;
+            let start_key = &segments[middle].start_key;
+            let order = if use_prefixes {
+                cpu.prefix_comparisons += 1;
+                match prefix(&start_key[offset..]).cmp(&prefix(&key[offset..])) {
+                    std::cmp::Ordering::Equal => cpu.compare(start_key, key),
+                    other => other,
+                }
+            } else {
+                cpu.compare(start_key, key)
+            };
+            if order == std::cmp::Ordering::Greater {
+                last = middle;
+            } else {
+                first = middle + 1;
+            }
+        }
+        first.checked_sub(1).filter(|&found| found >= low.min(high))
+    }
+
+    proptest::proptest! {
+        /// The search finds, and counts, what PinK's search with four-byte prefixes does, for
+        /// start keys that fill their words or not, and keys with and without the common head,
+        /// shorter or longer than a word.
+        #[test]
+        fn level_search_counts_as_pink_does(
+            head in proptest::collection::vec(0u8..3, 0..4),
+            shortest in proptest::sample::select(vec![1usize, 8]),
+            tails in proptest::collection::btree_set(proptest::collection::vec(0u8..3, 0..12), 1..40),
+            probes in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..14), 1..20),
+            bounds in (0usize..40, 0usize..40),
+        ) {
+            let key = |tail: &[u8]| head.iter().chain(tail).copied().collect::<Vec<u8>>();
+            // Tails of at least 8 bytes make start keys that fill their words (unless the list's
+            // common prefix is long).
+            let tails: std::collections::BTreeSet<Vec<u8>> = tails
+                .into_iter()
+                .map(|mut tail| {
+                    tail.resize(tail.len().max(shortest), 1);
+                    tail
+                })
+                .collect();
+            let segments = tails
+                .iter()
+                .map(|tail| Segment::new(Key::from_slice(&key(tail)), None, None, None))
+                .collect();
+            let mut level = Level::default();
+            level.set_segments(segments);
+            let wanted = tails.iter().chain(&probes).map(|tail| key(tail)).chain(probes.clone());
+            for wanted in wanted {
+                for (low, high) in [(0, usize::MAX), bounds] {
+                    let (mut counted, mut expected) = (CpuCounts::default(), CpuCounts::default());
+                    let mode = SearchMode { prefixes: true };
+                    let found = level.find_segment(&wanted, low, high, mode, &mut counted);
+                    let pink = find_as_pink_counts(&level, &wanted, low, high, &mut expected);
+                    proptest::prop_assert_eq!(found, pink);
+                    proptest::prop_assert_eq!(counted, expected);
+                }
+            }
         }
     }
 
@@ -379,23 +541,25 @@ mod tests {
     fn pinned(groups: &[&[&str]]) -> Level {
         let segments: Vec<Segment> = groups
             .iter()
-            .map(|keys| Segment {
-                start_key: Key::from_slice(keys[0].as_bytes()),
-                prefix: 0,
-                range_pointer: 0,
-                page: None,
-                entries: Some(Arc::new(keys.iter().map(|key| entry(key)).collect())),
-                bloom: None,
+            .map(|keys| {
+                let entries = keys.iter().map(|key| entry(key)).collect();
+                Segment::new(
+                    Key::from_slice(keys[0].as_bytes()),
+                    None,
+                    Some(Arc::new(entries)),
+                    None,
+                )
             })
             .collect();
         let keys = groups.iter().flat_map(|keys| keys.iter());
-        Level {
+        let mut level = Level {
             entries: keys.clone().count() as u64,
             key_bytes: keys.map(|key| key.len() as u64).sum(),
-            segments: Arc::new(segments),
             pinned: true,
             ..Level::default()
-        }
+        };
+        level.set_segments(segments);
+        level
     }
 
     /// A level on flash with the given start keys.
@@ -441,6 +605,25 @@ mod tests {
         // A segment held against its level's pinning.
         let mut level = pinned(&[&["a"]]);
         level.pinned = false;
+        assert!(broken(&level, None));
+        // Pinned entries without the prefixes their keys have, or with another segment's.
+        let mut level = pinned(&[&["aaaa1111", "bbbb2222"], &["cccc3333", "dddd4444"]]);
+        let mut cpu = CpuCounts::default();
+        for segment in level.segments.iter() {
+            segment.find_pinned(b"bbbb2222", &mut cpu);
+        }
+        assert!(!broken(&level, None));
+        Arc::make_mut(&mut level.segments)[0].entry_prefixes = OnceLock::from(None);
+        assert!(broken(&level, None));
+        let segments = Arc::make_mut(&mut level.segments);
+        segments[0].entry_prefixes = segments[1].entry_prefixes.clone();
+        assert!(broken(&level, None));
+        // Words that are not the start keys', or a list set without its words.
+        let mut level = on_flash(&["a", "b"], 2);
+        Arc::make_mut(&mut level.words)[1] ^= 1;
+        assert!(broken(&level, None));
+        let mut level = on_flash(&["a", "b"], 2);
+        level.segments = Arc::new(on_flash(&["a", "c"], 2).segments.to_vec());
         assert!(broken(&level, None));
     }
 

@@ -512,19 +512,9 @@ impl LsmTree {
                 }
                 Sealed::Written(page) => (Some(page), None),
             };
-            new_segments.push(Segment {
-                prefix: 0,
-                start_key,
-                range_pointer: 0,
-                page,
-                entries,
-                bloom,
-            });
+            new_segments.push(Segment::new(start_key, page, entries, bloom));
         }
-        let prefix_offset = level::set_prefixes(&mut new_segments);
-        let level = &mut self.levels[target];
-        level.prefix_offset = prefix_offset;
-        let old = std::mem::replace(&mut level.segments, Arc::new(new_segments));
+        let old = self.levels[target].set_segments(new_segments);
         for segment in old.iter() {
             if let Some(page) = segment.page {
                 space.invalidate_meta(page);

@@ -7,7 +7,6 @@ use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{RecordPointer, Space};
 
 use super::level::{Level, SearchMode};
-use super::segment;
 use super::segment::{Entry, SegmentPage};
 use super::{Found, LsmTree, Pairs, Picked, Result};
 use crate::{check_record_key, EngineError, Located, LocatedPairs};
@@ -79,7 +78,8 @@ impl LsmTree {
             }
             let segment = &self.levels[index].segments[j];
             let entry = if let Some(entries) = &segment.entries {
-                segment::find_in(entries, key, &mut self.cpu_pending)
+                segment
+                    .find_pinned(key, &mut self.cpu_pending)
                     .map(|slot| entries[slot].clone())
             } else {
                 let Some(page) = segment.page else {
