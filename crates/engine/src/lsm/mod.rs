@@ -188,6 +188,8 @@ pub struct LsmTree {
     activity: Activity,
     gets: ReadHistogram,
     last_get_meta_reads: u32,
+    /// The buffer a GET reads a meta page into: one page, filled again by each read.
+    meta_page: Vec<u8>,
     /// The last snapshot taken, handed out again until the tree changes (snapshots are pooled).
     snapshot_cache: Option<Arc<TreeSnapshot>>,
     /// Per level: its DRAM (list, pinned segments, Bloom filters) with the fingerprint of the level
@@ -348,6 +350,7 @@ impl LsmTree {
             activity: Activity::default(),
             gets: ReadHistogram::default(),
             last_get_meta_reads: 0,
+            meta_page: Vec::new(),
             snapshot_cache: None,
             dram_level_cache: std::cell::RefCell::new(Vec::new()),
             config,

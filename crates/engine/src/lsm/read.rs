@@ -88,10 +88,9 @@ impl LsmTree {
                     ));
                 };
                 t = self.charge(space, t);
-                let (bytes, done) = space.read_page(t, page, purpose)?;
-                t = done;
+                t = space.read_page_into(t, page, purpose, &mut self.meta_page)?;
                 meta_reads += 1;
-                SegmentPage::parse(&bytes, page.0)?.find(key, &mut self.cpu_pending)?
+                SegmentPage::parse(&self.meta_page, page.0)?.find(key, &mut self.cpu_pending)?
             };
             if let Some(entry) = entry {
                 return Ok((
