@@ -186,14 +186,20 @@ impl LsmTree {
                 continue;
             }
             let Some(page) = segment.page else { continue };
-            let (bytes, read) = space.read_page(t, page, Purpose::Gc)?;
-            let mut entries = SegmentPage::parse(&bytes, page.0)?.entries()?;
+            // The page is the encoding of its entries, so pointing them elsewhere is writing the
+            // new pointers where the old ones lie: the page `segment::encode` would make of the
+            // entries with their new pointers.
+            let (mut image, read) = space.read_page(t, page, Purpose::Gc)?;
+            let view = SegmentPage::parse(&image, page.0)?;
+            let mut patches = Vec::with_capacity(moved.len());
             for (key, pointer) in moved {
-                if let Some(position) = segment::find_in(&entries, &key, &mut self.cpu_pending) {
-                    entries[position].pointer = pointer;
+                if let Some(slot) = view.find_slot(&key, &mut self.cpu_pending)? {
+                    patches.push((view.pointer_span(slot)?, pointer));
                 }
             }
-            let image = segment::encode(&entries, self.page_bytes);
+            for (span, pointer) in patches {
+                image[span].copy_from_slice(&pointer.to_le_bytes());
+            }
             let (new_page, written) =
                 space.write_meta(read, Purpose::Gc, self.config.namespace, &image)?;
             finished_all = finished_all.max(written);
