@@ -13,7 +13,7 @@ use std::sync::{Arc, OnceLock};
 use kvssd_space::PageIndex;
 
 use super::bloom::Bloom;
-use super::segment::{find_in, Entry, EntryPrefixes, Key};
+use super::segment::{find_in, shared_head, word_of, Entry, EntryPrefixes, Key};
 use crate::cpu::CpuCounts;
 
 /// One meta segment as the level list sees it.
@@ -75,27 +75,12 @@ impl Segment {
     }
 }
 
-/// The first eight bytes of `bytes`, big-endian, zero-padded. Its upper four bytes are PinK's
-/// prefix of `bytes`.
-fn word_of(bytes: &[u8]) -> u64 {
-    let mut word = [0u8; 8];
-    for (slot, byte) in word.iter_mut().zip(bytes) {
-        *slot = *byte;
-    }
-    u64::from_be_bytes(word)
-}
-
 /// The words of a sorted list's start keys ([`Level::words`]), the length of the list's common
 /// prefix (the bytes every start key shares), which they are taken after, and whether every start
 /// key fills its word. The start keys are sorted, so what the first and the last share, all share.
 fn words_of(segments: &[Segment]) -> (usize, Vec<u64>, bool) {
     let offset = match (segments.first(), segments.last()) {
-        (Some(first), Some(last)) => first
-            .start_key
-            .iter()
-            .zip(&last.start_key)
-            .take_while(|(a, b)| a == b)
-            .count(),
+        (Some(first), Some(last)) => shared_head(&first.start_key, &last.start_key),
         _ => 0,
     };
     let words = segments

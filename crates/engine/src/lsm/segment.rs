@@ -357,7 +357,7 @@ impl EntryPrefixes {
     /// (a zero-padded word would not say where such keys differ).
     pub(crate) fn of(entries: &[Entry]) -> Option<EntryPrefixes> {
         let (first, last) = (&entries.first()?.key, &entries.last()?.key);
-        let head = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+        let head = shared_head(first, last);
         let mut words = Vec::with_capacity(entries.len());
         for entry in entries {
             words.push(word_at(&entry.key, head)?);
@@ -375,13 +375,7 @@ impl EntryPrefixes {
             return false;
         };
         let head = self.head.len();
-        let shared = first
-            .key
-            .iter()
-            .zip(&last.key)
-            .take_while(|(a, b)| a == b)
-            .count();
-        shared == head
+        shared_head(&first.key, &last.key) == head
             && first.key.starts_with(&self.head)
             && self.words.len() == entries.len()
             && entries
@@ -420,10 +414,23 @@ impl EntryPrefixes {
 /// Bytes `at..at + 8` of `key`, big-endian, if it has them: words order keys that share their
 /// first `at` bytes as the keys do, wherever the words differ.
 pub(crate) fn word_at(key: &[u8], at: usize) -> Option<u64> {
-    let bytes = key.get(at..at.checked_add(8)?)?;
+    key.get(at..at.checked_add(8)?).map(word_of)
+}
+
+/// The first eight bytes of `bytes`, big-endian, zero-padded. Its upper four bytes are PinK's
+/// prefix of `bytes`.
+pub(crate) fn word_of(bytes: &[u8]) -> u64 {
     let mut word = [0u8; 8];
-    word.copy_from_slice(bytes);
-    Some(u64::from_be_bytes(word))
+    for (slot, byte) in word.iter_mut().zip(bytes) {
+        *slot = *byte;
+    }
+    u64::from_be_bytes(word)
+}
+
+/// How many leading bytes `a` and `b` share: of a sorted run's first and last key, the bytes
+/// every key of the run shares.
+pub(crate) fn shared_head(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(a, b)| a == b).count()
 }
 
 #[cfg(test)]
