@@ -3,8 +3,8 @@
 use crate::layout;
 use crate::Result;
 use crate::{
-    BlockInfo, BlockUse, Liveness, PageIndex, RecordHeader, RecordPointer, Space, SpaceError,
-    Stream, Victim, VictimRecord, LARGE_HEADER_BYTES, OOB_KIND_DATA, OOB_KIND_LARGE, OOB_KIND_META,
+    BlockInfo, BlockUse, PageIndex, RecordHeader, RecordPointer, Space, SpaceError, Stream, Victim,
+    VictimRecord, LARGE_HEADER_BYTES, OOB_KIND_DATA, OOB_KIND_LARGE, OOB_KIND_META,
     RECORD_HEADER_BYTES,
 };
 use kvssd_flash::{FlashError, Purpose, SimTime};
@@ -233,16 +233,5 @@ impl Space {
         self.free_by_die[address.die as usize].push(address.block);
         self.free_count += 1;
         Ok(done)
-    }
-
-    /// Meta pages of a victim that the index still references, by asking it.
-    pub fn live_meta_pages<'a>(
-        victim: &'a [(PageIndex, Vec<u8>)],
-        index: &dyn Liveness,
-    ) -> Vec<&'a (PageIndex, Vec<u8>)> {
-        victim
-            .iter()
-            .filter(|(page, bytes)| index.meta_is_live(*page, bytes))
-            .collect()
     }
 }

@@ -13,8 +13,7 @@
 //!   GC reserve (see [`SpaceConfig`]).
 //! * **GC support**: per-block valid-byte accounting, victim choice ([`Space::pick_victim`]), victim
 //!   scanning ([`Space::read_victim`]) and release ([`Space::erase_victim`]). The layer above decides
-//!   which records are live: it implements [`Liveness`] or inspects [`Victim`] itself, so the
-//!   dependency points down.
+//!   which records and pages are live by inspecting the [`Victim`], so the dependency points down.
 //!
 //! Byte layouts are in `docs/design.md` §15 ("Byte layouts").
 
@@ -133,13 +132,6 @@ pub enum Victim {
     Meta(Vec<(PageIndex, Vec<u8>)>),
     /// A data block: every record that starts in it or has a part in it (large records once each).
     Data(Vec<VictimRecord>),
-}
-
-/// The question GC asks the index. Implemented by the engine; the call goes up, the dependency points
-/// down.
-pub trait Liveness {
-    /// Whether the meta page `page`, whose bytes are `bytes`, is still referenced by the index.
-    fn meta_is_live(&self, page: PageIndex, bytes: &[u8]) -> bool;
 }
 
 /// Counters of the space layer.

@@ -10,26 +10,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use kvssd_flash::{Purpose, SimTime};
-use kvssd_space::{Liveness, PageIndex, RecordPointer, Space, Victim};
+use kvssd_space::{PageIndex, RecordPointer, Space, Victim};
 
 use super::level::SearchMode;
 use super::segment::{self, SegmentPage};
 use super::{Found, LsmTree, Result};
 use crate::config::GcPolicy;
 use crate::cpu::CpuCounts;
-
-/// The level lists, asked whether a meta page is still referenced.
-struct LevelLists<'a> {
-    engine: &'a LsmTree,
-}
-
-impl Liveness for LevelLists<'_> {
-    fn meta_is_live(&self, page: PageIndex, bytes: &[u8]) -> bool {
-        self.engine
-            .meta_owner(page, bytes, &mut CpuCounts::default())
-            .is_some()
-    }
-}
 
 /// A live record GC read back: key, old pointer, value, and the level and segment indexing it.
 type LiveValue = (Vec<u8>, RecordPointer, Vec<u8>, usize, usize);
@@ -71,22 +58,17 @@ impl LsmTree {
         match contents {
             Victim::Meta(pages) => {
                 self.activity.gc_meta_victims += 1;
-                let live: Vec<(PageIndex, Vec<u8>)> = {
-                    let lists = LevelLists { engine: self };
-                    kvssd_space::Space::live_meta_pages(&pages, &lists)
-                        .into_iter()
-                        .cloned()
-                        .collect()
-                };
+                // A page is live if the level list still has an entry with its start key that
+                // points at it; nothing below changes which entries point at the victim's pages.
                 let mut done = t;
-                for (page, bytes) in live {
+                for (page, bytes) in &pages {
                     let mut cpu = CpuCounts::default();
-                    let Some((level, slot)) = self.meta_owner(page, &bytes, &mut cpu) else {
+                    let Some((level, slot)) = self.meta_owner(*page, bytes, &mut cpu) else {
                         continue;
                     };
                     self.cpu_pending.add(&cpu);
                     let (moved, finished) =
-                        space.write_meta(t, Purpose::Gc, self.config.namespace, &bytes)?;
+                        space.write_meta(t, Purpose::Gc, self.config.namespace, bytes)?;
                     done = done.max(finished);
                     Arc::make_mut(&mut self.levels[level].segments)[slot].page = Some(moved);
                     self.activity.gc_meta_pages_moved += 1;
