@@ -277,6 +277,19 @@ impl Flash {
         Ok(self.blocks[self.block_slot(block)?].erase_count)
     }
 
+    /// The least and the most erase counts of any block: `(0, 0)` on an array never erased.
+    pub fn erase_count_range(&self) -> (u32, u32) {
+        self.blocks
+            .iter()
+            .fold(None, |range: Option<(u32, u32)>, block| {
+                let count = block.erase_count;
+                Some(range.map_or((count, count), |(least, most)| {
+                    (least.min(count), most.max(count))
+                }))
+            })
+            .unwrap_or((0, 0))
+    }
+
     /// How many pages of a block are programmed: the next page to program is this number.
     pub fn programmed_pages(&self, block: BlockAddress) -> Result<u32> {
         Ok(self.blocks[self.block_slot(block)?].next_page)

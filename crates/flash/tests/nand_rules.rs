@@ -72,8 +72,14 @@ fn rules_erase_resets_the_whole_block_and_counts() {
         .expect_err("past the end of the block");
     assert!(matches!(error, FlashError::PageOutOfRange { .. }));
     assert_eq!(flash.erase_count(BLOCK).expect("in range"), 0);
+    assert_eq!(flash.erase_count_range(), (0, 0));
     flash.erase(0, BLOCK, Purpose::Gc).expect("erase");
     assert_eq!(flash.erase_count(BLOCK).expect("in range"), 1);
+    assert_eq!(
+        flash.erase_count_range(),
+        (0, 1),
+        "the other blocks were never erased"
+    );
     assert_eq!(flash.programmed_pages(BLOCK).expect("in range"), 0);
     let mut back = page_of(&flash, 0);
     for page in 0..pages {

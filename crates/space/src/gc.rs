@@ -32,15 +32,7 @@ impl Space {
     ) -> Option<u64> {
         let per_block = self.geometry.pages_per_block;
         let block_bytes = self.geometry.block_bytes();
-        let counts: Vec<u32> = (0..self.geometry.blocks_total())
-            .map(|index| {
-                self.flash
-                    .erase_count(self.block_address(index))
-                    .unwrap_or(0)
-            })
-            .collect();
-        let least = counts.iter().copied().min().unwrap_or(0);
-        let most = counts.iter().copied().max().unwrap_or(0);
+        let (least, most) = self.flash.erase_count_range();
         // Ties in score (blocks with nothing valid and equal wear are common) go to the die with
         // the fewest free blocks, so GC refills the dies that are short, then to the block
         // allocated first (allocations rotate over the dies). Block indices are die-major:
@@ -64,7 +56,8 @@ impl Space {
                 continue;
             }
             let valid = info.valid_bytes as f64 / block_bytes as f64;
-            let wear = f64::from(counts[index] - least) / f64::from(most - least + 1);
+            let erase_count = self.flash.erase_count(address).unwrap_or(0);
+            let wear = f64::from(erase_count - least) / f64::from(most - least + 1);
             let score = valid + 0.1 * wear;
             let free_on_die = self.free_by_die[address.die as usize].len();
             let candidate = (score, free_on_die, info.allocated, index as u64);
