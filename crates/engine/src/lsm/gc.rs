@@ -59,7 +59,8 @@ impl LsmTree {
             Victim::Meta(pages) => {
                 self.activity.gc_meta_victims += 1;
                 // A page is live if the level list still has an entry with its start key that
-                // points at it; nothing below changes which entries point at the victim's pages.
+                // points at it. Moving a page repoints only that entry, so the owners of the
+                // victim's other pages stay as they were found.
                 let mut done = t;
                 for (page, bytes) in &pages {
                     let mut cpu = CpuCounts::default();
