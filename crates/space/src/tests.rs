@@ -408,3 +408,48 @@ fn space_consumed_meta_pages_free_their_bytes_but_stay_valid_until_invalidated()
     space.invalidate_meta(read_once);
     assert_eq!(space.valid_bytes(), valid - page_bytes as u64);
 }
+
+/// Among blocks with as much to reclaim, GC takes the one erased fewest times (KAML §IV-E): every
+/// page here is invalidated as soon as it is written, so only wear tells the candidates apart.
+#[test]
+fn space_victims_with_equal_garbage_go_least_erased_first() {
+    let mut space = space();
+    let geometry = *space.geometry();
+    let page = vec![5u8; geometry.page_bytes as usize];
+    let mut picks = 0u64;
+    for _ in 0..geometry.pages_total() * 6 {
+        while space.free_blocks() <= u64::from(space.config().gc_reserve_blocks) {
+            let victim = space.pick_victim().expect("a victim");
+            let count = |block: u64| {
+                space
+                    .flash()
+                    .erase_count(geometry.block_at(block))
+                    .expect("on the device")
+            };
+            let closed = |block: u64| {
+                space
+                    .flash()
+                    .programmed_pages(geometry.block_at(block))
+                    .expect("on the device")
+                    == geometry.pages_per_block
+            };
+            let least = (0..geometry.blocks_total())
+                .filter(|&block| closed(block))
+                .map(count)
+                .min()
+                .expect("closed blocks");
+            assert_eq!(count(victim), least, "pick {picks}");
+            space.read_victim(0, victim).expect("read victim");
+            space.erase_victim(0, victim).expect("erase victim");
+            picks += 1;
+        }
+        let (written, _) = space
+            .write_meta(0, Purpose::Index, 0, &page)
+            .expect("write");
+        space.invalidate_meta(written);
+    }
+    assert!(
+        picks > 2 * geometry.blocks_total(),
+        "every block is erased more than once"
+    );
+}
