@@ -7,6 +7,7 @@
 use std::cell::Cell;
 
 use crate::compact::SpanReader;
+use crate::flash::Encoded;
 use crate::retry::READ_ATTEMPTS_MAX;
 use crate::{Flash, FlashError, PageAddress, PageRead, Purpose, Result, SimTime};
 
@@ -98,4 +99,30 @@ impl Flash {
         };
         Ok((parts(&view), read))
     }
+
+    /// Touches what reads of `pages` will touch first in host memory: each page's block state
+    /// and, on compact media, its encoding. The host's memory then fetches them together rather
+    /// than one read at a time (a scan's records lie on random pages among gigabytes of
+    /// encodings). Nothing the simulation sees changes: no time, counter or state; pages outside
+    /// the card, never programmed or discarded are skipped.
+    pub fn prefetch(&self, pages: &[PageAddress]) {
+        // Two passes, each of loads that do not wait on one another: first where each encoding
+        // lies, then its bytes.
+        let encodings: Vec<Encoded<'_>> = pages
+            .iter()
+            .filter(|&&page| self.readable_slot(page).is_ok())
+            .filter_map(|&page| self.encoding(page).ok())
+            .collect();
+        let mut sum = 0u64;
+        for part in encodings.iter().flatten() {
+            // One byte of every cache line the encoding lies in.
+            for byte in part.iter().step_by(CACHE_LINE_BYTES) {
+                sum = sum.wrapping_add(u64::from(*byte));
+            }
+        }
+        std::hint::black_box(sum);
+    }
 }
+
+/// The host's cache line, the step of [`Flash::prefetch`]'s touches.
+const CACHE_LINE_BYTES: usize = 64;

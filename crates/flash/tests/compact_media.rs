@@ -70,6 +70,11 @@ enum Step {
         block: u32,
         page: u32,
     },
+    /// Pages of the compact media only, some never programmed, discarded or outside the card:
+    /// a host-memory hint, so everything after must still match the ram media.
+    Prefetch {
+        pages: Vec<(u32, u32)>,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -82,6 +87,8 @@ fn step() -> impl Strategy<Value = Step> {
         }),
         1 => (0u32..6).prop_map(|block| Step::Erase { block }),
         2 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Discard { block, page }),
+        1 => proptest::collection::vec((0u32..64, 0u32..12), 0..6)
+            .prop_map(|pages| Step::Prefetch { pages }),
     ]
 }
 
@@ -189,6 +196,13 @@ proptest! {
                         }
                         (a, b) => prop_assert_eq!(format!("{a:?}"), format!("{b:?}")),
                     }
+                }
+                Step::Prefetch { pages } => {
+                    let pages: Vec<PageAddress> = pages
+                        .into_iter()
+                        .map(|(block, page)| address(block).page(page))
+                        .collect();
+                    compact.prefetch(&pages);
                 }
             }
         }

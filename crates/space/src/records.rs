@@ -343,6 +343,17 @@ impl Space {
         })
     }
 
+    /// Warns the host's memory of the records about to be read ([`kvssd_flash::Flash::prefetch`]):
+    /// a reader of many records at once (a scan) touches their pages together first. Changes
+    /// nothing the simulation sees.
+    pub fn prefetch_records(&self, pointers: impl IntoIterator<Item = RecordPointer>) {
+        let pages: Vec<PageAddress> = pointers
+            .into_iter()
+            .filter_map(|pointer| self.page_address(pointer.page()).ok())
+            .collect();
+        self.flash.prefetch(&pages);
+    }
+
     /// Reads the record a pointer names (from the open page in DRAM if it is still there).
     pub fn read_record(
         &mut self,

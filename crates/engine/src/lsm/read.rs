@@ -191,6 +191,12 @@ impl LsmTree {
     ) -> Result<(Pairs, SimTime)> {
         let (picked, mut t) = self.scan_pick(space, at, start, count)?;
         let issue = t;
+        space.prefetch_records(picked.iter().filter_map(|(_, value)| {
+            value
+                .as_ref()
+                .err()
+                .map(|&(pointer, _)| RecordPointer::from_raw(pointer))
+        }));
         let mut out = Vec::with_capacity(picked.len());
         for (key, value) in picked {
             let value = match value {
