@@ -288,8 +288,11 @@ impl HashIndex {
                 for (page, start, count) in table.window(home, self.probe_slots) {
                     let free = table
                         .resident(page)
-                        .and_then(|slots| slots.get(start..start + count))
-                        .and_then(|slots| slots.iter().position(|slot| slot.is_empty()));
+                        .filter(|slots| start + count <= slots.len())
+                        .and_then(|slots| {
+                            (start..start + count)
+                                .position(|index| slots.get(index).is_some_and(Slot::is_empty))
+                        });
                     if let Some(index) = free {
                         table.set(space, t, page, start + index, slot, Purpose::Index)?;
                         placed = true;

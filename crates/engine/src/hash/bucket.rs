@@ -153,6 +153,20 @@ pub(crate) fn decode(
     bits: u32,
     flash_page: u64,
 ) -> Result<Vec<Slot>> {
+    check(bytes, table_page, slot_count, bits, flash_page)?;
+    decode_slots(bytes, slot_count, bits, flash_page)
+}
+
+/// Checks bucket page `table_page` read from flash page `flash_page` as [`decode`] does, without
+/// decoding its slots: the cache keeps the page as these bytes and reads a slot where it lies
+/// ([`Slots::Encoded`]). Never panics on bad bytes.
+pub(crate) fn check(
+    bytes: &[u8],
+    table_page: u64,
+    slot_count: usize,
+    bits: u32,
+    flash_page: u64,
+) -> Result<()> {
     let bad = |what| HashError::MalformedBucket {
         page: flash_page,
         what,
@@ -176,7 +190,95 @@ pub(crate) fn decode(
     if read_u32(bytes, CRC_AT) != Some(page_crc(bytes, end)) {
         return Err(bad("checksum mismatch"));
     }
-    decode_slots(bytes, slot_count, bits, flash_page)
+    // Whole signature bytes hold no value wider than the table's; otherwise look.
+    if bits % 8 != 0 && bits < 64 {
+        let limit = (1u64 << bits) - 1;
+        let array = Slots::Encoded {
+            array: &bytes[HEADER_BYTES..end],
+            width: slot_bytes(bits),
+        };
+        if (0..slot_count).any(|index| array.get(index).is_some_and(|slot| slot.signature > limit))
+        {
+            return Err(bad("signature wider than the table's"));
+        }
+    }
+    Ok(())
+}
+
+/// The slot array of bucket-page bytes `page` (as [`encode`] lays it out), for a table of
+/// `slot_count` slots of `bits`-bit signatures; an array cut short by the page is cut here too.
+pub(crate) fn slots_in(page: &[u8], slot_count: usize, bits: u32) -> Slots<'_> {
+    let width = slot_bytes(bits);
+    let end = (HEADER_BYTES + slot_count * width).min(page.len());
+    Slots::Encoded {
+        array: page.get(HEADER_BYTES..end).unwrap_or_default(),
+        width,
+    }
+}
+
+/// Sets slot `index` of bucket-page bytes `page`; `false` if the page has no such slot.
+pub(crate) fn set_slot(page: &mut [u8], bits: u32, index: usize, slot: Slot) -> bool {
+    let width = slot_bytes(bits);
+    let at = HEADER_BYTES + index * width;
+    let Some(bytes) = page.get_mut(at..at + width) else {
+        return false;
+    };
+    bytes[..8].copy_from_slice(&slot.pointer.to_le_bytes());
+    bytes[8..].copy_from_slice(&slot.signature.to_le_bytes()[..width - 8]);
+    true
+}
+
+/// Stamps bucket-page bytes `page` (a page [`encode`] made or [`check`] passed, its slots since
+/// changed with [`set_slot`]) with write sequence `sequence` and its checksum: the bytes
+/// [`encode`] would make of its slots.
+pub(crate) fn seal(page: &mut [u8], sequence: u64, slot_count: usize, bits: u32) {
+    page[8..16].copy_from_slice(&sequence.to_le_bytes());
+    let crc = page_crc(page, HEADER_BYTES + slot_count * slot_bytes(bits));
+    page[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Slots read one at a time: decoded (`kaml`'s table, a page GC peeked at) or where they lie in a
+/// cached bucket page's bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Slots<'a> {
+    Decoded(&'a [Slot]),
+    /// A checked page's slot array of `width`-byte slots (a pointer, then the signature).
+    Encoded {
+        array: &'a [u8],
+        width: usize,
+    },
+}
+
+impl Slots<'_> {
+    pub(crate) fn len(self) -> usize {
+        match self {
+            Slots::Decoded(slots) => slots.len(),
+            Slots::Encoded { array, width } => array.len() / width,
+        }
+    }
+
+    pub(crate) fn get(self, index: usize) -> Option<Slot> {
+        match self {
+            Slots::Decoded(slots) => slots.get(index).copied(),
+            Slots::Encoded { array, width } => {
+                let bytes = array.get(index * width..(index + 1) * width)?;
+                let mut pointer = [0u8; 8];
+                pointer.copy_from_slice(&bytes[..8]);
+                let mut signature = [0u8; 8];
+                signature[..width - 8].copy_from_slice(&bytes[8..]);
+                Some(Slot {
+                    signature: u64::from_le_bytes(signature),
+                    pointer: u64::from_le_bytes(pointer),
+                })
+            }
+        }
+    }
+
+    pub(crate) fn to_vec(self) -> Vec<Slot> {
+        (0..self.len())
+            .filter_map(|index| self.get(index))
+            .collect()
+    }
 }
 
 /// The slot array of a bucket page whose header and checksum [`decode`] has checked: what is left
@@ -349,17 +451,74 @@ mod tests {
                 let mut wide = slots;
                 wide[1].signature = limit + 1;
                 let bytes = encode(&wide, 3, 1, bits, 1024);
-                assert!(
-                    matches!(
-                        decode(&bytes, 3, wide.len(), bits, 0),
-                        Err(HashError::MalformedBucket {
-                            what: "signature wider than the table's",
-                            ..
-                        })
-                    ),
-                    "bits {bits}"
-                );
+                for checked in [
+                    decode(&bytes, 3, wide.len(), bits, 0).map(|_| ()),
+                    check(&bytes, 3, wide.len(), bits, 0),
+                ] {
+                    assert!(
+                        matches!(
+                            checked,
+                            Err(HashError::MalformedBucket {
+                                what: "signature wider than the table's",
+                                ..
+                            })
+                        ),
+                        "bits {bits}"
+                    );
+                }
             }
+        }
+    }
+
+    #[test]
+    fn hash_bucket_page_edited_where_it_lies_is_the_page_encode_makes() {
+        for bits in [1u32, 8, 12, 33, 64] {
+            let limit = if bits >= 64 {
+                u64::MAX
+            } else {
+                (1 << bits) - 1
+            };
+            let mut slots: Vec<Slot> = (0..40u64)
+                .map(|i| Slot {
+                    signature: i.wrapping_mul(0x9e37_79b9_7f4a_7c15) & limit,
+                    pointer: i * 11,
+                })
+                .collect();
+            let mut page = encode(&slots, 5, 1, bits, 1024);
+            check(&page, 5, slots.len(), bits, 0).expect("a page encode made passes");
+            let view = slots_in(&page, slots.len(), bits);
+            assert_eq!(view.len(), slots.len(), "bits {bits}");
+            assert_eq!(view.to_vec(), slots, "bits {bits}");
+            assert_eq!(view.get(slots.len()), None, "bits {bits}");
+            for (index, slot) in [
+                (0, Slot::EMPTY),
+                (
+                    7,
+                    Slot {
+                        signature: limit,
+                        pointer: TOMBSTONE,
+                    },
+                ),
+                (
+                    39,
+                    Slot {
+                        signature: 1,
+                        pointer: 99,
+                    },
+                ),
+            ] {
+                assert!(set_slot(&mut page, bits, index, slot));
+                slots[index] = slot;
+            }
+            assert!(
+                !set_slot(&mut page, bits, 1024, Slot::EMPTY),
+                "past the page"
+            );
+            seal(&mut page, 77, slots.len(), bits);
+            assert_eq!(page, encode(&slots, 5, 77, bits, 1024), "bits {bits}");
+            let mut damaged = page.clone();
+            damaged[HEADER_BYTES + 3] ^= 4;
+            assert!(check(&damaged, 5, slots.len(), bits, 0).is_err());
         }
     }
 }

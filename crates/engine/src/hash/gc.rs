@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{RecordPointer, Space, Stream, Victim, VictimRecord};
 
-use super::bucket::{self, Slot};
+use super::bucket::{self, Slot, Slots};
 use super::{HashIndex, Result};
 
 impl HashIndex {
@@ -77,15 +77,16 @@ impl HashIndex {
                             self.activity.gc_slots_copied += slots.len() as u64;
                             peeked.insert(page, slots);
                         }
-                        let slots: &[Slot] = if resident {
-                            self.table.resident(page).unwrap_or_default()
+                        let slots = if resident {
+                            self.table.resident(page).unwrap_or(Slots::Decoded(&[]))
                         } else {
-                            peeked.get(&page).map_or(&[], Vec::as_slice)
+                            Slots::Decoded(peeked.get(&page).map_or(&[], Vec::as_slice))
                         };
                         let end = (start + count).min(slots.len());
-                        let window = slots.get(start..end).unwrap_or_default();
-                        for (index, &slot) in window.iter().enumerate() {
-                            let offset = start + index;
+                        for offset in start..end {
+                            let Some(slot) = slots.get(offset) else {
+                                break;
+                            };
                             self.activity.gc_slots_examined += 1;
                             if slot.is_empty() {
                                 break 'window;

@@ -48,7 +48,6 @@ impl HashIndex {
                     .table
                     .resident(page)
                     .and_then(|slots| slots.get(offset))
-                    .copied()
                     .ok_or_else(outside)?;
                 if slot.is_empty() {
                     free.get_or_insert((page, offset));

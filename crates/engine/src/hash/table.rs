@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{PageIndex, Space};
 
-use super::bucket::{self, Slot};
+use super::bucket::{self, Slot, Slots};
 use super::{HashError, Result};
 
 /// What the table did, counted.
@@ -35,7 +35,9 @@ pub(crate) struct TableCounts {
 
 #[derive(Debug)]
 struct CachedPage {
-    slots: Vec<Slot>,
+    /// The page as [`bucket::encode`] lays it out; its slots are read and set where they lie,
+    /// and its sequence and checksum are stamped when it is written back.
+    bytes: Vec<u8>,
     dirty: bool,
     stamp: u64,
     /// Read ahead of its first use ([`Table::read_ahead`]): that use counts the miss.
@@ -55,6 +57,8 @@ enum Storage {
         clock: u64,
         capacity: usize,
         sequence: u64,
+        /// The bytes of the page last evicted, for the next read to reuse.
+        spare: Vec<u8>,
     },
     Dram {
         slots: Vec<Slot>,
@@ -91,6 +95,7 @@ impl Table {
                 clock: 0,
                 capacity,
                 sequence: 0,
+                spare: Vec::new(),
             },
             slots_per_page,
             bits,
@@ -256,7 +261,10 @@ impl Table {
         purpose: Purpose,
         read_ahead: bool,
     ) -> Result<SimTime> {
-        let Storage::Flash { directory, .. } = &self.storage else {
+        let Storage::Flash {
+            directory, spare, ..
+        } = &mut self.storage
+        else {
             return Ok(at);
         };
         let location = directory
@@ -266,17 +274,17 @@ impl Table {
                 page,
                 what: "bucket page number outside the table",
             })?;
-        let (slots, done) = match location {
+        let (bytes, done) = match location {
             Some(flash_page) => {
-                let (bytes, done) = space.read_page(at, flash_page, purpose)?;
+                let mut bytes = std::mem::take(spare);
+                let done = space.read_page_into(at, flash_page, purpose, &mut bytes)?;
                 self.counts.page_reads += 1;
-                let slots =
-                    bucket::decode(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
-                (slots, done)
+                bucket::check(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
+                (bytes, done)
             }
-            None => (vec![Slot::EMPTY; self.slots_per_page], at),
+            None => (self.empty_page(page), at),
         };
-        self.insert_page(space, at, page, slots, false, purpose)?;
+        self.insert_page(space, at, page, bytes, false, purpose)?;
         if read_ahead {
             if let Storage::Flash { cache, .. } = &mut self.storage {
                 if let Some(cached) = cache.get_mut(&page) {
@@ -287,13 +295,19 @@ impl Table {
         Ok(done)
     }
 
+    /// The bytes of bucket page `page` with every slot empty.
+    fn empty_page(&self, page: u64) -> Vec<u8> {
+        let slots = vec![Slot::EMPTY; self.slots_per_page];
+        bucket::encode(&slots, page, 0, self.bits, self.page_bytes)
+    }
+
     /// Puts a page into the cache, evicting least recently used pages first.
     fn insert_page(
         &mut self,
         space: &mut Space,
         at: SimTime,
         page: u64,
-        slots: Vec<Slot>,
+        bytes: Vec<u8>,
         dirty: bool,
         purpose: Purpose,
     ) -> Result<()> {
@@ -320,7 +334,7 @@ impl Table {
         cache.insert(
             page,
             CachedPage {
-                slots,
+                bytes,
                 dirty,
                 stamp: *clock,
                 read_ahead: false,
@@ -338,23 +352,27 @@ impl Table {
         let Some((_, page)) = lru.pop_first() else {
             return Ok(());
         };
-        let Some(evicted) = cache.remove(&page) else {
+        let Some(mut evicted) = cache.remove(&page) else {
             return Ok(());
         };
         self.counts.evictions += 1;
         if evicted.dirty {
-            self.write_back(space, at, page, &evicted.slots, purpose)?;
+            self.write_back(space, at, page, &mut evicted.bytes, purpose)?;
+        }
+        if let Storage::Flash { spare, .. } = &mut self.storage {
+            *spare = evicted.bytes;
         }
         Ok(())
     }
 
-    /// Writes a bucket page to a fresh flash page and points the directory at it.
+    /// Writes a bucket page (stamped with the next sequence) to a fresh flash page and points the
+    /// directory at it.
     fn write_back(
         &mut self,
         space: &mut Space,
         at: SimTime,
         page: u64,
-        slots: &[Slot],
+        bytes: &mut [u8],
         purpose: Purpose,
     ) -> Result<SimTime> {
         let Storage::Flash {
@@ -367,8 +385,8 @@ impl Table {
             return Ok(at);
         };
         *sequence += 1;
-        let bytes = bucket::encode(slots, page, *sequence, self.bits, self.page_bytes);
-        let (written, done) = space.write_meta(at, purpose, self.namespace, &bytes)?;
+        bucket::seal(bytes, *sequence, self.slots_per_page, self.bits);
+        let (written, done) = space.write_meta(at, purpose, self.namespace, bytes)?;
         match directory[page as usize].replace(written) {
             Some(old) => space.invalidate_meta(old),
             None => *on_flash += 1,
@@ -384,29 +402,45 @@ impl Table {
         at: SimTime,
         purpose: Purpose,
     ) -> Result<SimTime> {
-        let dirty: Vec<(u64, Vec<Slot>)> = match &mut self.storage {
+        let dirty: Vec<u64> = match &mut self.storage {
             Storage::Flash { cache, .. } => cache
                 .iter_mut()
                 .filter(|(_, page)| page.dirty)
                 .map(|(&number, page)| {
                     page.dirty = false;
-                    (number, page.slots.clone())
+                    number
                 })
                 .collect(),
             Storage::Dram { .. } => Vec::new(),
         };
         let mut done = at;
-        for (page, slots) in dirty {
-            done = done.max(self.write_back(space, at, page, &slots, purpose)?);
+        for page in dirty {
+            // Out of the cache while it is written, so the write can update the directory.
+            let mut bytes = match &mut self.storage {
+                Storage::Flash { cache, .. } => cache
+                    .get_mut(&page)
+                    .map(|cached| std::mem::take(&mut cached.bytes))
+                    .unwrap_or_default(),
+                Storage::Dram { .. } => Vec::new(),
+            };
+            let written = self.write_back(space, at, page, &mut bytes, purpose);
+            if let Storage::Flash { cache, .. } = &mut self.storage {
+                if let Some(cached) = cache.get_mut(&page) {
+                    cached.bytes = bytes;
+                }
+            }
+            done = done.max(written?);
         }
         Ok(done)
     }
 
     /// The slots of a resident page (every `kaml` slot is resident).
-    pub(crate) fn resident(&self, page: u64) -> Option<&[Slot]> {
+    pub(crate) fn resident(&self, page: u64) -> Option<Slots<'_>> {
         match &self.storage {
-            Storage::Flash { cache, .. } => cache.get(&page).map(|cached| &cached.slots[..]),
-            Storage::Dram { slots } => (page == 0).then_some(&slots[..]),
+            Storage::Flash { cache, .. } => cache
+                .get(&page)
+                .map(|cached| bucket::slots_in(&cached.bytes, self.slots_per_page, self.bits)),
+            Storage::Dram { slots } => (page == 0).then_some(Slots::Decoded(slots)),
         }
     }
 
@@ -425,21 +459,19 @@ impl Table {
         } else {
             self.load(space, at, page, purpose)?
         };
-        let target = match &mut self.storage {
-            Storage::Flash { cache, .. } => cache.get_mut(&page).map(|cached| {
+        let per_page = self.slots_per_page;
+        let set = match &mut self.storage {
+            Storage::Flash { cache, .. } => cache.get_mut(&page).is_some_and(|cached| {
                 cached.dirty = true;
-                &mut cached.slots
+                offset < per_page && bucket::set_slot(&mut cached.bytes, self.bits, offset, slot)
             }),
-            Storage::Dram { slots } => Some(slots),
+            Storage::Dram { slots } => slots.get_mut(offset).map(|place| *place = slot).is_some(),
         };
-        match target.and_then(|slots| slots.get_mut(offset)) {
-            Some(place) => *place = slot,
-            None => {
-                return Err(HashError::MalformedBucket {
-                    page,
-                    what: "slot outside the bucket page",
-                })
-            }
+        if !set {
+            return Err(HashError::MalformedBucket {
+                page,
+                what: "slot outside the bucket page",
+            });
         }
         Ok(done)
     }
@@ -488,7 +520,8 @@ impl Table {
                 });
             }
         }
-        self.insert_page(space, at, page, slots, true, purpose)
+        let bytes = bucket::encode(&slots, page, 0, self.bits, self.page_bytes);
+        self.insert_page(space, at, page, bytes, true, purpose)
     }
 
     /// The table page whose newest copy is flash page `flash_page`, if any (GC's liveness check
@@ -541,12 +574,10 @@ pub(crate) struct TableState {
     pub(crate) pages: Vec<(u64, Vec<(u64, Slot)>)>,
 }
 
-fn used_slots(slots: &[Slot]) -> Vec<(u64, Slot)> {
-    slots
-        .iter()
-        .enumerate()
+fn used_slots(slots: Slots<'_>) -> Vec<(u64, Slot)> {
+    (0..slots.len())
+        .filter_map(|offset| Some((offset as u64, slots.get(offset)?)))
         .filter(|(_, slot)| !slot.is_empty())
-        .map(|(offset, slot)| (offset as u64, *slot))
         .collect()
 }
 
@@ -569,14 +600,17 @@ impl Table {
                 pages: cache
                     .iter()
                     .filter(|(_, page)| page.dirty)
-                    .map(|(&number, page)| (number, used_slots(&page.slots)))
+                    .map(|(&number, page)| {
+                        let slots = bucket::slots_in(&page.bytes, self.slots_per_page, self.bits);
+                        (number, used_slots(slots))
+                    })
                     .collect(),
             },
             Storage::Dram { slots } => TableState {
                 total_slots: slots.len() as u64,
                 directory: Vec::new(),
                 sequence: 0,
-                pages: vec![(0, used_slots(slots))],
+                pages: vec![(0, used_slots(Slots::Decoded(slots)))],
             },
         }
     }
@@ -590,6 +624,7 @@ impl Table {
             what,
         };
         let per_page = self.slots_per_page;
+        let (bits, page_bytes) = (self.bits, self.page_bytes);
         match &mut self.storage {
             Storage::Flash {
                 directory,
@@ -599,6 +634,7 @@ impl Table {
                 clock,
                 capacity,
                 sequence,
+                ..
             } => {
                 if state.directory.len() != directory.len() {
                     return Err(malformed("saved bucket directory has another size"));
@@ -634,7 +670,7 @@ impl Table {
                     cache.insert(
                         *number,
                         CachedPage {
-                            slots,
+                            bytes: bucket::encode(&slots, *number, 0, bits, page_bytes),
                             dirty: true,
                             stamp: *clock,
                             read_ahead: false,
