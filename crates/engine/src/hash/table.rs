@@ -782,4 +782,59 @@ mod tests {
         let dram = Table::in_dram(10, 64, 512, 0);
         assert_eq!(dram.window(7, 5), vec![(0, 7, 3), (0, 0, 2)]);
     }
+
+    /// A bucket page read into the cache is checked as decoding checks it: a directory that names
+    /// another part of the table's page is refused, and a page as written comes back as written.
+    #[test]
+    fn hash_table_checks_each_bucket_page_it_caches() {
+        let config = crate::hash::HashConfig::test_min(crate::hash::HashPreset::Hash);
+        let profile = kvssd_flash::Profile::test_min();
+        let flash = kvssd_flash::Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+        let mut space = Space::open(flash, config.space.clone()).expect("space");
+        let page_bytes = space.geometry().page_bytes as usize;
+        let pages_total = space.geometry().pages_total();
+        let bits = 8;
+        let per_page = bucket::slots_per_page(page_bytes, bits);
+        let slot_of = |page: u64| Slot {
+            signature: page + 1,
+            pointer: 10 + page,
+        };
+        let mut table = Table::on_flash(2, per_page, 2, bits, page_bytes, 0);
+        for page in 0..2 {
+            table
+                .set(&mut space, 0, page, 3, slot_of(page), Purpose::Index)
+                .expect("set");
+        }
+        table
+            .write_back_all(&mut space, 0, Purpose::Index)
+            .expect("write back");
+        let reopened = |directory: Vec<Option<u64>>| {
+            let mut state = table.export();
+            state.directory = directory;
+            state.pages.clear();
+            let mut restored = Table::on_flash(2, per_page, 2, bits, page_bytes, 0);
+            restored.import(&state, pages_total).expect("import");
+            restored
+        };
+        let directory = table.export().directory;
+        let mut swapped = reopened(vec![directory[1], directory[0]]);
+        assert!(matches!(
+            swapped.load(&mut space, 0, 0, Purpose::Index),
+            Err(HashError::MalformedBucket {
+                what: "holds another part of the table",
+                ..
+            })
+        ));
+        let mut restored = reopened(directory);
+        for page in 0..2 {
+            restored
+                .load(&mut space, 0, page, Purpose::Index)
+                .expect("load");
+            let slots = restored.resident(page).expect("resident");
+            assert_eq!(slots.len(), per_page);
+            assert_eq!(slots.get(3), Some(slot_of(page)));
+            assert_eq!(slots.get(4), Some(Slot::EMPTY));
+        }
+        assert_eq!(restored.counts.page_reads, 2);
+    }
 }
