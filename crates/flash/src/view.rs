@@ -3,6 +3,8 @@
 //! compact media with nothing to verify, only those ranges are decoded (a GET's one record of a
 //! page of eight costs an eighth of the page), and a copy that starts at or after where the last
 //! one ended goes on from there; otherwise the whole page is read and the ranges are copied from it.
+//! [`Flash::prefetch`] touches the pages a reader of many is about to read, for the host's speed
+//! alone.
 
 use std::cell::Cell;
 
