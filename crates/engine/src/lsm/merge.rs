@@ -19,6 +19,7 @@ use super::bloom::Bloom;
 use super::level::{self, Level, Segment};
 use super::segment::{self, Entry, PageBuilder, RawEntry, SegmentPage};
 use super::{LsmTree, Result};
+use crate::cpu::CpuCounts;
 use crate::{EngineError, MERGE_ACCELERATOR_NS_PER_KIB};
 
 /// Where the lower run's current segment's entries are.
@@ -227,6 +228,8 @@ impl Run<'_> {
 struct Packed {
     start_key: segment::Key,
     contents: Sealed,
+    /// The segment's filter, for presets that keep them.
+    bloom: Option<Arc<Bloom>>,
 }
 
 /// What a sealed segment holds until it is installed.
@@ -256,6 +259,11 @@ struct Packer {
     page_bytes: usize,
     pinned: bool,
     sealing: Sealing,
+    /// Bits per key of each segment's filter, for presets that keep them: a filter is built from
+    /// the segment's keys when it is sealed, so a page written at once needs no image kept.
+    filter_bits: Option<f64>,
+    /// The filters' work, charged at install as if they were built there.
+    filter_cpu: CpuCounts,
     packing: segment::Packing,
     /// The segment being filled: its first key, and its entries (pinned) or page (else).
     start_key: segment::Key,
@@ -267,11 +275,13 @@ struct Packer {
 }
 
 impl Packer {
-    fn new(page_bytes: usize, pinned: bool, sealing: Sealing) -> Packer {
+    fn new(page_bytes: usize, pinned: bool, sealing: Sealing, filter_bits: Option<f64>) -> Packer {
         Packer {
             page_bytes,
             pinned,
             sealing,
+            filter_bits,
+            filter_cpu: CpuCounts::default(),
             packing: segment::Packing::new(page_bytes),
             start_key: segment::Key::new(),
             entries: Vec::new(),
@@ -326,29 +336,53 @@ impl Packer {
             return Ok(());
         }
         let start_key = std::mem::take(&mut self.start_key);
-        let contents = if self.pinned {
+        let (contents, bloom) = if self.pinned {
+            let keys = self.entries.iter().map(|e| Ok(e.key.as_slice()));
+            let bloom = filter(self.filter_bits, &mut self.filter_cpu, keys)?;
             // The next segment takes about as many entries: room for them saves its growing.
             let capacity = self.entries.len();
-            Sealed::Entries(std::mem::replace(
-                &mut self.entries,
-                Vec::with_capacity(capacity),
-            ))
+            let entries = std::mem::replace(&mut self.entries, Vec::with_capacity(capacity));
+            (Sealed::Entries(entries), bloom)
         } else {
             let image = self.page.take_image(self.page_bytes);
-            match self.sealing {
+            let bloom = if self.filter_bits.is_some() {
+                // The keys where they lie: a filter needs their bytes, not decoded entries.
+                let page = SegmentPage::parse(&image, 0)?;
+                let keys = (0..page.count()).map(|slot| page.raw(slot).map(|raw| raw.key()));
+                filter(self.filter_bits, &mut self.filter_cpu, keys)?
+            } else {
+                None
+            };
+            let contents = match self.sealing {
                 Sealing::Images => Sealed::Image(image),
                 Sealing::Written { at, namespace } => {
                     let (page, _) = space.write_meta(at, Purpose::Compaction, namespace, &image)?;
                     Sealed::Written(page)
                 }
-            }
+            };
+            (contents, bloom)
         };
         self.done.push(Packed {
             start_key,
             contents,
+            bloom,
         });
         Ok(())
     }
+}
+
+/// The filter of a segment of `keys` with `bits` bits per key (`None`: the preset keeps no
+/// filters), its work counted in `cpu`.
+fn filter<'a>(
+    bits: Option<f64>,
+    cpu: &mut CpuCounts,
+    keys: impl Iterator<Item = Result<&'a [u8]>>,
+) -> Result<Option<Arc<Bloom>>> {
+    let Some(bits) = bits else {
+        return Ok(None);
+    };
+    let keys: Vec<&[u8]> = keys.collect::<Result<_>>()?;
+    Ok(Some(Arc::new(Bloom::build(keys.into_iter(), bits, cpu))))
 }
 
 impl LsmTree {
@@ -378,9 +412,9 @@ impl LsmTree {
         let mut streamed_bytes = 0u64;
         let pinned = self.levels[target].pinned;
         // Under the threads model a merge is a background job: its new pages are written as
-        // they fill, their writes recorded after its reads and computation. Filters are built
-        // from the pages' keys at install, so presets that keep them hold the images.
-        let sealing = if !pinned && !self.features.bloom_filters && space.defer_writes() {
+        // they fill, their writes recorded after its reads and computation (a page's filter is
+        // built from its image first).
+        let sealing = if !pinned && space.defer_writes() {
             Sealing::Written {
                 at: t,
                 namespace: self.config.namespace,
@@ -389,7 +423,9 @@ impl LsmTree {
             Sealing::Images
         };
         let deferring = matches!(sealing, Sealing::Written { .. });
-        let mut packer = Packer::new(self.page_bytes, pinned, sealing);
+        let bits = self.bloom_bits_for(target);
+        let filter_bits = (self.features.bloom_filters && bits > 0.0).then_some(bits);
+        let mut packer = Packer::new(self.page_bytes, pinned, sealing, filter_bits);
         let mut superseded: Vec<Entry> = Vec::new();
         let mut upper = upper.into_iter().peekable();
         loop {
@@ -441,6 +477,8 @@ impl LsmTree {
             space.record_deferred_writes();
         }
         let (count, key_bytes) = (packer.count, packer.key_bytes);
+        // The filters' work, charged where building them at install would be.
+        self.cpu_pending.add(&packer.filter_cpu);
         t = self.install(space, t, target, packer.done)?;
         for entry in superseded {
             if !entry.is_tombstone() {
@@ -462,8 +500,8 @@ impl LsmTree {
         Ok(self.charge(space, t))
     }
 
-    /// Writes the packed segments of level `target` in order (filters built first, for presets
-    /// that keep them) and puts them in place of the level's list; the old list's pages are
+    /// Writes the packed segments of level `target` in order, where they are not written yet, and
+    /// puts them (with their filters) in place of the level's list; the old list's pages are
     /// reported invalid.
     fn install(
         &mut self,
@@ -472,36 +510,14 @@ impl LsmTree {
         target: usize,
         packed: Vec<Packed>,
     ) -> Result<SimTime> {
-        let bits = self.bloom_bits_for(target);
-        let filters = self.features.bloom_filters && bits > 0.0;
         let mut new_segments = Vec::with_capacity(packed.len());
         let mut done = t;
         for Packed {
             start_key,
             contents,
+            bloom,
         } in packed
         {
-            let bloom = if filters {
-                // The keys where they lie: a filter needs their bytes, not decoded entries.
-                let keys: Vec<&[u8]> = match &contents {
-                    Sealed::Entries(entries) => entries.iter().map(|e| e.key.as_slice()).collect(),
-                    Sealed::Image(image) => {
-                        let page = SegmentPage::parse(image, 0)?;
-                        (0..page.count())
-                            .map(|slot| page.raw(slot).map(|raw| raw.key()))
-                            .collect::<Result<_>>()?
-                    }
-                    // Presets with filters keep their images (see `merge_into`).
-                    Sealed::Written(_) => Vec::new(),
-                };
-                Some(Arc::new(Bloom::build(
-                    keys.into_iter(),
-                    bits,
-                    &mut self.cpu_pending,
-                )))
-            } else {
-                None
-            };
             let (page, entries) = match contents {
                 Sealed::Entries(entries) => (None, Some(Arc::new(entries))),
                 Sealed::Image(image) => {
