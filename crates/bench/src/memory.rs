@@ -7,16 +7,21 @@
 //! * **ram media** keep every block programmed, and GC programs them all in time: the whole card.
 //! * **compact media** keep per record its header, key and value description on a data page
 //!   ([`COMPACT_DATA_RECORD_BYTES`] beyond the key) and one index entry on a meta page (the key and
-//!   [`INDEX_ENTRY_BYTES`]), plus per block half a chunk of slack and its tables.
+//!   [`INDEX_ENTRY_BYTES`]), plus per block half a chunk of slack and its tables. A record
+//!   overwritten stays on its data page until GC erases the block, so a run that overwrites
+//!   (`kvssd bench gc`) holds a data record per write, up to as many as the card's pages can
+//!   take.
 //! * **the process** holds more than its media: the allocator keeps freed memory for a moment,
 //!   merges hold a level's new pages before they are written, and the engines, the calendars and
 //!   the runner have their own; on compact media all of it is taken in proportion to the media
-//!   ([`RESIDENT_PER_MEDIA_BYTE`]), on the others as a fixed part ([`FIXED_BYTES`]).
+//!   ([`RESIDENT_PER_MEDIA_BYTE`], [`RESIDENT_PER_MEDIA_BYTE_OVERWRITING`] for a run that
+//!   overwrites), on the others as a fixed part ([`FIXED_BYTES`]).
 //!
 //! Calibrated on one measurement, validated on another (both in docs/design.md, "Host memory"):
 //! the ratio comes from `pink` on the paper profile's card at 32 blocks per die (Load of 2.75M
 //! pairs, then 1M requests of C); the estimate is checked against the paper profile's own Load
-//! and C (44M pairs, 10M requests).
+//! and C (44M pairs, 10M requests). The ratio of a run that overwrites comes from the GC stress
+//! on the card at 32 blocks per die, and is checked against the paper profile's GC stresses.
 
 use crate::profile::BenchProfile;
 use kvssd_flash::MediaKind;
@@ -31,11 +36,22 @@ pub const INDEX_ENTRY_BYTES: u64 = 15;
 /// Peak resident bytes of the process per byte its compact media hold after Load: 431 MB at the
 /// peak against 355 MB held after the calibrating Load.
 pub const RESIDENT_PER_MEDIA_BYTE: f64 = 1.21;
+/// The same ratio for a run that overwrites (`kvssd bench gc`), at its peak: GC moves and frees
+/// pages all the time, and its victims' contents, the engines' rewritten segments and the memory
+/// the allocator has not yet reused come on top. 672 MB at `lightstore`'s peak (the highest of the
+/// GC stress's presets) against 442 MB modelled, on the card at 32 blocks per die.
+pub const RESIDENT_PER_MEDIA_BYTE_OVERWRITING: f64 = 1.53;
 /// Resident bytes of the process besides its media, on ram and file media.
 pub const FIXED_BYTES: u64 = 96 << 20;
 
 /// The expected peak resident memory of one preset's run on `profile`, bytes.
 pub fn preset_peak_bytes(profile: &BenchProfile) -> u64 {
+    preset_peak_bytes_overwriting(profile, 0)
+}
+
+/// The expected peak resident memory of one preset's run on `profile` that overwrites
+/// `overwrites` records after Load, bytes.
+pub fn preset_peak_bytes_overwriting(profile: &BenchProfile, overwrites: u64) -> u64 {
     let geometry = &profile.flash.geometry;
     let blocks = geometry.blocks_total();
     let block_bytes =
@@ -44,12 +60,26 @@ pub fn preset_peak_bytes(profile: &BenchProfile) -> u64 {
         MediaKind::Ram => blocks * block_bytes + FIXED_BYTES,
         MediaKind::Compact => {
             let key = profile.key_bytes as u64;
-            let per_record = (key + COMPACT_DATA_RECORD_BYTES) + (key + INDEX_ENTRY_BYTES);
+            // Data records held: every one written, until the card's pages are full of them.
+            let page_bytes = u64::from(geometry.page_bytes);
+            let per_page = page_bytes / profile.record_flash_bytes().min(page_bytes).max(1);
+            let card_records = geometry.pages_total() * per_page;
+            let data_records = profile
+                .records
+                .saturating_add(overwrites)
+                .min(card_records.max(profile.records));
             let slot_bytes = (geometry.page_bytes + geometry.oob_bytes) as usize;
             let per_block = (kvssd_flash::compact_chunk_bytes(slot_bytes) / 2) as u64
                 + 8 * u64::from(geometry.pages_per_block);
-            let held = profile.records * per_record + blocks * per_block;
-            (held as f64 * RESIDENT_PER_MEDIA_BYTE) as u64
+            let held = data_records * (key + COMPACT_DATA_RECORD_BYTES)
+                + profile.records * (key + INDEX_ENTRY_BYTES)
+                + blocks * per_block;
+            let ratio = if overwrites > 0 {
+                RESIDENT_PER_MEDIA_BYTE_OVERWRITING
+            } else {
+                RESIDENT_PER_MEDIA_BYTE
+            };
+            (held as f64 * ratio) as u64
         }
         MediaKind::File(_) => FIXED_BYTES,
     }
@@ -109,6 +139,19 @@ mod tests {
         let ram = preset_peak_bytes(&paper);
         assert!(ram > 64 << 30, "{ram}");
         assert!(compact < ram / 4, "{compact} against {ram}");
+    }
+
+    #[test]
+    fn overwrites_are_held_until_the_card_is_full_of_them() {
+        let paper = BenchProfile::paper();
+        let load = preset_peak_bytes(&paper);
+        assert_eq!(preset_peak_bytes_overwriting(&paper, 0), load);
+        let some = preset_peak_bytes_overwriting(&paper, 1_000_000);
+        assert!(some > load, "{some} against {load}");
+        // PinK's 100M overwrites and a billion fill the same card.
+        let full = preset_peak_bytes_overwriting(&paper, 100_000_000);
+        assert_eq!(preset_peak_bytes_overwriting(&paper, 1_000_000_000), full);
+        assert!(full > some, "{full} against {some}");
     }
 
     #[test]

@@ -119,6 +119,22 @@ impl BenchProfile {
         Ok(self)
     }
 
+    /// Bytes of flash one record of the profile takes: its header, key and value rounded up to
+    /// the space layer's chunks, or whole pages for a value larger than a page.
+    pub fn record_flash_bytes(&self) -> u64 {
+        let geometry = &self.flash.geometry;
+        let space = kvssd_space::SpaceConfig::for_geometry(geometry);
+        let page = u64::from(geometry.page_bytes);
+        let (key, value) = (self.key_bytes as u64, self.value_bytes as u64);
+        let small = kvssd_space::RECORD_HEADER_BYTES as u64 + key + value;
+        if small > page {
+            let per_page = page.saturating_sub(kvssd_space::LARGE_HEADER_BYTES as u64 + key);
+            value.div_ceil(per_page.max(1)) * page
+        } else {
+            small.div_ceil(u64::from(space.chunk_bytes)) * u64::from(space.chunk_bytes)
+        }
+    }
+
     /// Checks that the card can hold what Load writes: every record, and the index twice over (a
     /// merge into the last level writes the new level before it frees the old one), beside the
     /// blocks the space layer keeps open (two per log) and its GC reserve. Load writes unique
@@ -130,13 +146,7 @@ impl BenchProfile {
         let space = kvssd_space::SpaceConfig::for_geometry(geometry);
         let page = u64::from(geometry.page_bytes);
         let (key, value) = (self.key_bytes as u64, self.value_bytes as u64);
-        let small = kvssd_space::RECORD_HEADER_BYTES as u64 + key + value;
-        let record = if small > page {
-            let per_page = page.saturating_sub(kvssd_space::LARGE_HEADER_BYTES as u64 + key);
-            value.div_ceil(per_page.max(1)) * page
-        } else {
-            small.div_ceil(u64::from(space.chunk_bytes)) * u64::from(space.chunk_bytes)
-        };
+        let record = self.record_flash_bytes();
         let index = key + crate::memory::INDEX_ENTRY_BYTES;
         let needed = u128::from(self.records) * u128::from(record + 2 * index);
         let kept = space.blocks_kept(geometry);

@@ -255,7 +255,12 @@ pub(crate) fn run_gc(args: GcArgs) -> ExitCode {
         controller_name(controller),
         config.seed
     );
-    if let Err(code) = fits_in_memory(&config.profile, config.presets.len(), &args.run) {
+    if let Err(code) = fits_in_memory_overwriting(
+        &config.profile,
+        config.overwrites,
+        config.presets.len(),
+        &args.run,
+    ) {
         return code;
     }
     let started = std::time::Instant::now();
@@ -696,6 +701,16 @@ pub(crate) fn fits_in_memory(
     presets: usize,
     run: &RunArgs,
 ) -> Result<(), ExitCode> {
+    fits_in_memory_overwriting(profile, 0, presets, run)
+}
+
+/// [`fits_in_memory`] for a run that overwrites `overwrites` records after Load.
+pub(crate) fn fits_in_memory_overwriting(
+    profile: &kvssd_bench::profile::BenchProfile,
+    overwrites: u64,
+    presets: usize,
+    run: &RunArgs,
+) -> Result<(), ExitCode> {
     use kvssd_bench::memory;
     if run.no_memory_check {
         return Ok(());
@@ -703,7 +718,7 @@ pub(crate) fn fits_in_memory(
     let Some(available) = memory::available_bytes() else {
         return Ok(());
     };
-    let per_preset = memory::preset_peak_bytes(profile);
+    let per_preset = memory::preset_peak_bytes_overwriting(profile, overwrites);
     memory::check_fits(per_preset, presets, run.threads, available).map_err(|line| {
         eprintln!("kvssd: {line}");
         ExitCode::from(2)
