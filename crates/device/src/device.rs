@@ -451,8 +451,8 @@ impl Device {
                 commands::Retrieval::Pending(record, done) => (record, done),
             };
             drop(core);
-            if let Some(found) = record.finish()?.filter(|found| found.key == key) {
-                return Ok((Some(commands::cut(found.value, range)?), done));
+            if let Some(value) = record.finish_value(key)? {
+                return Ok((Some(commands::cut(value, range)?), done));
             }
             // Erased meanwhile, or failing its checks: read again under the lock.
             core = self.lock_at(at)?;

@@ -123,6 +123,32 @@ proptest! {
     }
 
     #[test]
+    fn decoder_record_read_alone_round_trips_and_refuses_other_records(
+        key in key(),
+        value in vec(any::<u8>(), 0..300),
+        at in any::<prop::sample::Index>(),
+        flip in 1u8..=255,
+        mutations in vec(mutation(), 1..4),
+    ) {
+        // A record's bytes alone, as a read on file media made without the device's lock takes
+        // them, checked against the key and value length its index filed.
+        let record = small_page(0, 9, &key, &value);
+        let record = &record[..RECORD_HEADER_BYTES + key.len() + value.len()];
+        prop_assert_eq!(
+            fuzzing::small_record_value(record, &key, value.len()).expect("a valid record"),
+            value.clone()
+        );
+        let mut other_key = key.clone();
+        other_key[at.index(key.len())] ^= flip;
+        prop_assert!(fuzzing::small_record_value(record, &other_key, value.len()).is_err());
+        prop_assert!(fuzzing::small_record_value(record, &key, value.len() + 1).is_err());
+        let mut changed = record.to_vec();
+        changed[at.index(record.len())] ^= flip;
+        prop_assert!(fuzzing::small_record_value(&changed, &key, value.len()).is_err());
+        let _ = fuzzing::small_record_value(&mutate(record, &mutations), &key, value.len());
+    }
+
+    #[test]
     fn decoder_large_record_page_refuses_any_changed_byte(
         key in key(),
         slice in vec(any::<u8>(), 0..400),

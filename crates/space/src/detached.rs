@@ -1,6 +1,6 @@
 //! Record reads whose flash read runs without the space's lock (file media): the record's page
-//! is found and its read issued here, under the caller's lock, and [`DetachedRecord::finish`]
-//! reads and decodes it after the lock is released.
+//! is found and its read issued here, under the caller's lock, and
+//! [`DetachedRecord::finish_value`] reads and checks it after the lock is released.
 
 use kvssd_flash::{DetachedRead, Purpose, SimTime};
 
@@ -13,7 +13,7 @@ pub enum RecordRead {
     /// record, or the media cannot detach a read).
     Ready(Record, SimTime),
     /// The read was issued (timed and counted) and completes at the given time; run it with
-    /// [`DetachedRecord::finish`].
+    /// [`DetachedRecord::finish_value`].
     Detached(DetachedRecord, SimTime),
 }
 
@@ -22,11 +22,14 @@ pub struct DetachedRecord {
     /// A read of the record's bytes alone.
     read: DetachedRead,
     page: PageIndex,
+    /// The record's key and value lengths, as its index filed them.
+    key_len: usize,
+    value_len: usize,
 }
 
 impl Space {
     /// Reads the record a pointer names as [`Space::read_record`] does, except that on file
-    /// media the page read is issued here and performed by [`DetachedRecord::finish`], so the
+    /// media the page read is issued here and performed by [`DetachedRecord::finish_value`], so the
     /// caller can release its lock first. `key_len` and `value_len` are the record's as its index
     /// filed it: a small record's bytes are read alone, and verified by the record's checksum.
     /// (If they are wrong, the detached read fails and the record is read again under the lock,
@@ -54,7 +57,13 @@ impl Space {
                 self.flash
                     .read_detached_range(at, address, purpose, offset..end)?
             {
-                return Ok(RecordRead::Detached(DetachedRecord { read, page }, done));
+                let record = DetachedRecord {
+                    read,
+                    page,
+                    key_len,
+                    value_len,
+                };
+                return Ok(RecordRead::Detached(record, done));
             }
         }
         let (record, done) = self.read_record(at, pointer, purpose)?;
@@ -63,13 +72,18 @@ impl Space {
 }
 
 impl DetachedRecord {
-    /// Reads the record's bytes and decodes them: `None` if the read must be made again under
-    /// the lock (the page's block was erased since the read was issued, or the bytes are not a
-    /// small record of that length whose checksum matches).
-    pub fn finish(&self) -> Result<Option<Record>> {
-        let Some(data) = self.read.run()? else {
+    /// Reads the record, which must hold `key`, and returns its value. The record's bytes are
+    /// read in one `pread` into the buffer the value is then returned in (moved to its start),
+    /// not copied out of it. `None` if the read must be made again under the lock: the page's
+    /// block was erased since the read was issued, or the bytes are not a small record of `key`
+    /// with the lengths its index filed and a matching checksum.
+    pub fn finish_value(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        if key.len() != self.key_len {
+            return Ok(None);
+        }
+        let Some(record) = self.read.run()? else {
             return Ok(None);
         };
-        Ok(layout::decode_small(&data, 0, self.page).ok())
+        Ok(layout::small_value_in_place(record, key, self.value_len, self.page).ok())
     }
 }

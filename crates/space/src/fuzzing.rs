@@ -27,6 +27,12 @@ pub fn small_record(page: &[u8], offset: usize) -> Result<Record> {
     layout::decode_small(page, offset, FUZZ_PAGE)
 }
 
+/// Checks a small record's bytes alone (`record`, as a read made without its page takes them)
+/// against the key and value length its index filed, and returns its value.
+pub fn small_record_value(record: &[u8], key: &[u8], value_len: usize) -> Result<Vec<u8>> {
+    layout::small_value_in_place(record.to_vec(), key, value_len, FUZZ_PAGE)
+}
+
 /// Decodes one page of a large record as a read does: its head (header and key), then the value
 /// slice it holds, checked against its own header's part number and key.
 pub fn large_record_page(page: &[u8]) -> Result<Vec<u8>> {

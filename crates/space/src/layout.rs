@@ -180,6 +180,38 @@ pub(crate) fn small_from_parts(
     })
 }
 
+/// The value of the small record whose bytes, alone, are `record`, checked: a small record's
+/// header with key `expected` and a value of `value_len` bytes, filling `record`, and its checksum.
+/// The value is moved to the start of `record`'s buffer, which is returned.
+pub(crate) fn small_value_in_place(
+    mut record: Vec<u8>,
+    expected: &[u8],
+    value_len: usize,
+    page: PageIndex,
+) -> Result<Vec<u8>> {
+    let header = RecordHeader::decode(&record, 0, page)?;
+    let value_at = RECORD_HEADER_BYTES + expected.len();
+    if header.kind != RECORD_KIND_SMALL
+        || usize::from(header.key_len) != expected.len()
+        || header.value_len as usize != value_len
+        || record.len() != value_at + value_len
+    {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "record is not a small record of the lengths its index filed",
+        });
+    }
+    verify(&record, page)?;
+    if &record[RECORD_HEADER_BYTES..value_at] != expected {
+        return Err(SpaceError::Malformed {
+            page,
+            what: "record holds another key",
+        });
+    }
+    record.drain(..value_at);
+    Ok(record)
+}
+
 /// Decodes the small record at `offset` of a page, with bounds checks and its checksum verified.
 pub(crate) fn decode_small(data: &[u8], offset: usize, page: PageIndex) -> Result<Record> {
     let header = RecordHeader::decode(data, offset, page)?;

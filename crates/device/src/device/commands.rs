@@ -394,9 +394,9 @@ impl ScanRetrieval {
         for (key, value) in self.pairs {
             let value = match value {
                 PendingValue::Ready(value) => value,
-                PendingValue::Read(record) => match record.finish()? {
-                    Some(found) if found.key == key => found.value,
-                    _ => return Ok(None),
+                PendingValue::Read(record) => match record.finish_value(&key)? {
+                    Some(value) => value,
+                    None => return Ok(None),
                 },
             };
             out.push((key, value));
