@@ -59,6 +59,7 @@ impl Flash {
             return Ok(None);
         };
         let erasures_at_issue = source
+            .image
             .erasures
             .get(slot)
             .map_or(0, |count| count.load(Ordering::SeqCst));
@@ -82,6 +83,7 @@ impl DetachedRead {
     pub fn run(&self) -> Result<Option<Vec<u8>>> {
         let queued = self
             .source
+            .image
             .behind
             .as_ref()
             .and_then(|behind| behind.queued(self.index));
@@ -90,7 +92,7 @@ impl DetachedRead {
             None => {
                 let mut bytes = vec![0u8; self.range.len()];
                 std::os::unix::fs::FileExt::read_exact_at(
-                    &*self.source.file,
+                    &*self.source.image.file,
                     &mut bytes,
                     self.source.offset + self.range.start as u64,
                 )
@@ -110,6 +112,7 @@ impl DetachedRead {
     fn unerased(&self) -> bool {
         let erasures = self
             .source
+            .image
             .erasures
             .get(self.block)
             .map_or(0, |count| count.load(Ordering::SeqCst));
