@@ -59,7 +59,6 @@ impl Flash {
             return Ok(None);
         };
         let erasures_at_issue = source
-            .image
             .erasures
             .get(slot)
             .map_or(0, |count| count.load(Ordering::SeqCst));
@@ -83,7 +82,6 @@ impl DetachedRead {
     pub fn run(&self) -> Result<Option<Vec<u8>>> {
         let queued = self
             .source
-            .image
             .behind
             .as_ref()
             .and_then(|behind| behind.queued(self.index));
@@ -92,7 +90,7 @@ impl DetachedRead {
             None => {
                 let mut bytes = vec![0u8; self.range.len()];
                 std::os::unix::fs::FileExt::read_exact_at(
-                    &*self.source.image.file,
+                    &*self.source.file,
                     &mut bytes,
                     self.source.offset + self.range.start as u64,
                 )
@@ -112,7 +110,6 @@ impl DetachedRead {
     fn unerased(&self) -> bool {
         let erasures = self
             .source
-            .image
             .erasures
             .get(self.block)
             .map_or(0, |count| count.load(Ordering::SeqCst));

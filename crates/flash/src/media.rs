@@ -358,20 +358,12 @@ pub(crate) struct FileMedia {
     erasures: Arc<[AtomicU32]>,
     /// With write-behind on, programs queue their slots here ([`WriteBehind`]).
     behind: Option<Arc<WriteBehind>>,
-    /// The three above, for detached reads ([`SlotSource`]); made again when `behind` changes.
-    detached: Arc<DetachedImage>,
 }
 
 /// Where a page slot lies in a file image, for a read made without borrowing the media.
 pub(crate) struct SlotSource {
-    pub(crate) image: Arc<DetachedImage>,
-    pub(crate) offset: u64,
-}
-
-/// What a read made without borrowing the media reads with: the file, the erase counts and the
-/// write-behind queue, behind one `Arc`, so that issuing a read takes one reference, not three.
-pub(crate) struct DetachedImage {
     pub(crate) file: Arc<File>,
+    pub(crate) offset: u64,
     pub(crate) erasures: Arc<[AtomicU32]>,
     pub(crate) behind: Option<Arc<WriteBehind>>,
 }
@@ -535,26 +527,18 @@ impl FileMedia {
     }
 
     fn assemble(file: File, path: &Path, geometry: &Geometry, layout: Layout) -> FileMedia {
-        let file = Arc::new(file);
-        let erasures: Arc<[AtomicU32]> = (0..geometry.blocks_total())
-            .map(|_| AtomicU32::new(0))
-            .collect();
-        let detached = Arc::new(DetachedImage {
-            file: Arc::clone(&file),
-            erasures: Arc::clone(&erasures),
-            behind: None,
-        });
         FileMedia {
-            file,
+            file: Arc::new(file),
             path: path.to_path_buf(),
             geometry: *geometry,
             layout,
             slot: vec![0u8; layout.slot_bytes as usize],
             io: FileIo::default(),
             syncs: Arc::new(AtomicU64::new(0)),
-            erasures,
+            erasures: (0..geometry.blocks_total())
+                .map(|_| AtomicU32::new(0))
+                .collect(),
             behind: None,
-            detached,
         }
     }
 
@@ -573,13 +557,8 @@ impl FileMedia {
                 behind.drain()?;
                 self.behind = None;
             }
-            _ => return Ok(()),
+            _ => {}
         }
-        self.detached = Arc::new(DetachedImage {
-            file: Arc::clone(&self.file),
-            erasures: Arc::clone(&self.erasures),
-            behind: self.behind.clone(),
-        });
         Ok(())
     }
 
@@ -592,8 +571,10 @@ impl FileMedia {
     pub(crate) fn slot_source(&mut self, index: u64) -> SlotSource {
         self.io.reads += 1;
         SlotSource {
-            image: Arc::clone(&self.detached),
+            file: Arc::clone(&self.file),
             offset: self.layout.slot_at(index),
+            erasures: Arc::clone(&self.erasures),
+            behind: self.behind.clone(),
         }
     }
 
