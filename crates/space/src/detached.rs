@@ -22,8 +22,7 @@ pub struct DetachedRecord {
     /// A read of the record's bytes alone.
     read: DetachedRead,
     page: PageIndex,
-    /// The record's key and value lengths, as its index filed them.
-    key_len: usize,
+    /// The record's value length, as its index filed it.
     value_len: usize,
 }
 
@@ -60,7 +59,6 @@ impl Space {
                 let record = DetachedRecord {
                     read,
                     page,
-                    key_len,
                     value_len,
                 };
                 return Ok(RecordRead::Detached(record, done));
@@ -78,9 +76,6 @@ impl DetachedRecord {
     /// block was erased since the read was issued, or the bytes are not a small record of `key`
     /// with the lengths its index filed and a matching checksum.
     pub fn finish_value(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        if key.len() != self.key_len {
-            return Ok(None);
-        }
         let Some(record) = self.read.run()? else {
             return Ok(None);
         };
