@@ -8,7 +8,8 @@
 //! * power-loss protection: the cut announced at every command boundary; the dump must stay
 //!   within its bound and recovery must give back every command;
 //! * write-ahead log with group commit and with no sync: a seeded sample of cuts; the recovered
-//!   state must be a prefix of the commands at least as long as the one reported durable.
+//!   state must be a prefix of the commands at least as long as the one reported durable; also on
+//!   runs of 4,000 commands, long enough for the erase hook to checkpoint inside commands.
 //!
 //! Prints the crash points survived per mode and preset; a failure prints its seed, mode, crash
 //! point and the `kvssd crash-test` command that replays it.
@@ -126,6 +127,29 @@ fn crash_a_sample_under_group_commit_and_no_sync() {
                     .with_durability(Durability::WriteAheadLog(policy)),
                 CrashPoints::Sample(40),
             ));
+        }
+    }
+    run_passes(configs);
+}
+
+/// Longer workloads without a sync per command, so that GC erases blocks the last checkpoint
+/// reaches and the erase hook writes checkpoints in the middle of commands (a batch applied to
+/// one namespace and not yet to the next). Every log record those checkpoints may reflect must be
+/// durable with them: before that rule, cuts after such a checkpoint recovered one namespace with
+/// a batch's effects and another without them.
+#[test]
+fn crash_a_sample_of_long_runs_without_a_sync_per_command() {
+    let policies = [SyncPolicy::GroupCommit { max_records: 4 }, SyncPolicy::None];
+    let presets = PresetKind::ALL
+        .into_iter()
+        .filter(|preset| ["pink", "lightstore", "kaml", "block"].contains(&preset.name()));
+    let mut configs = Vec::new();
+    for preset in presets {
+        for policy in policies {
+            let mut config =
+                CrashConfig::small(2000, preset).with_durability(Durability::WriteAheadLog(policy));
+            config.commands = 4000;
+            configs.push((config, CrashPoints::Sample(100)));
         }
     }
     run_passes(configs);

@@ -456,11 +456,27 @@ impl Journal {
         at: SimTime,
         trim: bool,
     ) -> Result<SimTime, SpaceError> {
-        let t = self.commit_prepared(space, at)?;
+        let mut t = self.commit_prepared(space, at)?;
+        // Write-ahead: a checkpoint that keeps the log (the erase hook's, inside a command) holds
+        // parts published after records not yet on the medium (the command's own record first:
+        // it is appended before it is applied). Recovery replays each part from its sequence
+        // number, so those records must be durable no later than the checkpoint, or a crash
+        // recovers one namespace with a batch's effects and another without them. The log's
+        // partly filled page is programmed first, and the sync below covers it.
+        let flushed = !trim;
+        if flushed {
+            if let Some(page) = self.writer.flush() {
+                t = self.program_log_page(space, t, &page)?;
+            }
+            self.pending_records = 0;
+        }
         let (mut t, location, next_page) = self.write_checkpoint_pages(space, t)?;
         // The pages must be on stable storage before a copy of the superblock names them: a
         // medium that writes in any order could otherwise keep the copy and lose the pages.
         self.sync_flash(space)?;
+        if flushed {
+            self.durable_lsn = self.next_lsn.checked_sub(1).max(self.durable_lsn);
+        }
         t = self.release_named(space, t)?;
         let new_blocks = location_blocks(&location);
         let old_ckpt: Vec<u64> = self
