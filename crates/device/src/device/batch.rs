@@ -9,7 +9,21 @@ use super::{check_key, Core};
 use crate::{BatchOp, DeviceError, NamespaceId, Result, StoreMode};
 
 impl Core {
+    /// Applies a batch; if its namespaces could not free the blocks it needs from their own
+    /// garbage, collects other namespaces' and tries once more (a refused batch changed nothing:
+    /// its checks and the flushes that make room in L0 change no key's value). A new namespace
+    /// holds no garbage of its own, and its first write needs room for its whole index.
     pub(super) fn batch(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
+        match self.batch_once(at, operations) {
+            Err(error) if is_capacity(&error) => {
+                let t = self.device_gc(at, true)?;
+                self.batch_once(t, operations)
+            }
+            other => other,
+        }
+    }
+
+    fn batch_once(&mut self, at: SimTime, operations: &[BatchOp]) -> Result<SimTime> {
         let refuse = |index: usize, error: DeviceError| DeviceError::BatchOperation {
             index,
             source: Box::new(error),
@@ -137,5 +151,14 @@ impl Core {
         }
         let t = self.device_gc(t, false)?;
         self.after_logged_command(t)
+    }
+}
+
+/// Whether a command was refused for want of room (alone or for one of a batch's operations).
+fn is_capacity(error: &DeviceError) -> bool {
+    match error {
+        DeviceError::CapacityExceeded(_) => true,
+        DeviceError::BatchOperation { source, .. } => is_capacity(source),
+        _ => false,
     }
 }

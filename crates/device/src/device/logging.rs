@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
+use kvssd_engine::EngineError;
 use kvssd_flash::SimTime;
 
 use super::{poisoned, Core};
@@ -217,15 +218,8 @@ impl Core {
             DeviceError::BatchOperation { source, .. } => *source,
             other => other,
         };
-        let operations = [operation];
-        match self.batch(at, &operations).map_err(unwrap) {
-            // Collect other namespaces' garbage and try once more (a refused batch changed nothing).
-            Err(DeviceError::CapacityExceeded(_)) => {
-                let t = self.device_gc(at, true)?;
-                self.batch(t, &operations).map_err(unwrap)
-            }
-            other => other,
-        }
+        // A batch collects other namespaces' garbage and tries once more when refused for room.
+        self.batch(at, &[operation]).map_err(unwrap)
     }
 
     /// Applies replayed operations (every namespace exists): staged into L0 as a batch.
@@ -243,7 +237,19 @@ impl Core {
         }
         for (&namespace, &bytes) in &share {
             if let Some(found) = self.namespaces.get_mut(&namespace) {
-                t = found.engine.prepare_stage(&mut self.space, t, bytes)?;
+                t = match found.engine.prepare_stage(&mut self.space, t, bytes) {
+                    Ok(done) => done,
+                    // As a batch does: other namespaces' garbage first, then once more (making
+                    // room changes no key's value).
+                    Err(EngineError::CapacityExceeded(_)) => {
+                        let t = self.device_gc(t, true)?;
+                        match self.namespaces.get_mut(&namespace) {
+                            Some(found) => found.engine.prepare_stage(&mut self.space, t, bytes)?,
+                            None => t,
+                        }
+                    }
+                    Err(error) => return Err(error.into()),
+                };
             }
         }
         for op in ops {
