@@ -37,9 +37,15 @@ impl HashIndex {
         if self.buffer.is_empty() {
             return Ok(at);
         }
+        // Room first, while the pairs are still buffered: GC publishes the index for the
+        // checkpoint the erase hook writes, with the log replayed from the record being applied,
+        // and pairs taken out of the buffer but not yet in the table would be in neither (a
+        // crash then lost every pair the buffer held from earlier records).
+        let (data_pages, meta_pages) = self.pages_for(space, self.buffer.iter());
+        let t = self.ensure_space(space, at, data_pages, meta_pages, admission)?;
         let pending: Vec<Pending> = std::mem::take(&mut self.buffer).into_iter().collect();
         self.buffer_bytes = 0;
-        match self.apply_all(space, at, pending, admission) {
+        match self.apply_reserved(space, t, pending) {
             Ok(t) => Ok(t),
             Err((error, unapplied)) => {
                 // What was not applied stays buffered: each pair is either in the table or here.
@@ -63,6 +69,22 @@ impl HashIndex {
         (pairs * 2).min(pages) + 2
     }
 
+    /// The data and meta pages applying `pairs` to the table may write: what
+    /// [`HashIndex::ensure_space`] makes room for first.
+    fn pages_for<'a>(
+        &self,
+        space: &Space,
+        pairs: impl ExactSizeIterator<Item = (&'a Vec<u8>, &'a Option<Vec<u8>>)>,
+    ) -> (u64, u64) {
+        let count = pairs.len() as u64;
+        let data_pages = space.data_pages_needed(
+            self.config.namespace,
+            pairs.filter_map(|(key, value)| value.as_ref().map(|v| (key.len(), v.len()))),
+        );
+        let meta_pages = self.pages_touched_max(count) + self.table.cache_capacity() as u64;
+        (data_pages, meta_pages)
+    }
+
     /// Applies pairs to the table in home-slot order. On failure returns the pairs not applied.
     pub(super) fn apply_all(
         &mut self,
@@ -71,21 +93,24 @@ impl HashIndex {
         pending: Vec<Pending>,
         admission: Admission,
     ) -> std::result::Result<SimTime, (HashError, Vec<Pending>)> {
+        let (data_pages, meta_pages) =
+            self.pages_for(space, pending.iter().map(|(key, value)| (key, value)));
+        match self.ensure_space(space, at, data_pages, meta_pages, admission) {
+            Ok(t) => self.apply_reserved(space, t, pending),
+            Err(error) => Err((error, pending)),
+        }
+    }
+
+    /// [`HashIndex::apply_all`] once [`HashIndex::ensure_space`] has made room for the pairs.
+    fn apply_reserved(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        pending: Vec<Pending>,
+    ) -> std::result::Result<SimTime, (HashError, Vec<Pending>)> {
         // Newer than any immutable buffer: they would shadow it.
         self.flushing.clear();
-        let namespace = self.config.namespace;
-        let data_pages = space.data_pages_needed(
-            namespace,
-            pending
-                .iter()
-                .filter_map(|(key, value)| value.as_ref().map(|v| (key.len(), v.len()))),
-        );
-        let meta_pages =
-            self.pages_touched_max(pending.len() as u64) + self.table.cache_capacity() as u64;
-        let mut t = match self.ensure_space(space, at, data_pages, meta_pages, admission) {
-            Ok(t) => t,
-            Err(error) => return Err((error, pending)),
-        };
+        let mut t = at;
         let total = self.table.total_slots();
         let mut ordered: Vec<(u64, u64, Pending)> = pending
             .into_iter()
