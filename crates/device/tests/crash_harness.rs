@@ -151,7 +151,7 @@ fn crash_a_sample_of_long_runs_without_a_sync_per_command() {
         .filter(|preset| ["pink", "lightstore", "hash", "kaml", "block"].contains(&preset.name()));
     let mut configs = Vec::new();
     for preset in presets {
-        // `hash` a second time: its first seed's cuts miss the window below.
+        // `hash` a second time: its first seed's cuts miss the write buffer's window (above).
         let seeds: &[u64] = if preset.name() == "hash" {
             &[2000, 2001]
         } else {
