@@ -394,6 +394,12 @@ fn image_bad_command_lines_give_one_line_and_exit_code_2() {
         &["crash-test", "--points", "0"],
         &["crash-test", "--mode", "magic"],
         &["crash-test", "--preset", "bogus"],
+        &["crash-test", "--preset", "pink,bogus"],
+        &["crash-test", "--mode", "wal,"],
+        &["crash-test", "--controller", "threads,many"],
+        &["crash-test", "--seeds", "0"],
+        &["crash-test", "--jobs", "0"],
+        &["crash-test", "--preset", "all", "--at", "5"],
     ];
     for args in cases {
         let output = kvssd(args);
@@ -417,6 +423,54 @@ fn image_crash_test_prints_the_points_survived() {
     let stdout = ok(&output);
     assert!(
         stdout.starts_with("survived 6 of 6 crash points"),
+        "{stdout}"
+    );
+}
+
+/// A sweep runs every combination asked for and prints each run's line in the grid's order (seed,
+/// then preset, mode and controller), whatever order its jobs finish in, then a total.
+#[test]
+fn image_crash_test_sweeps_seeds_presets_and_modes_in_order() {
+    let output = kvssd(&[
+        "crash-test",
+        "--seed",
+        "3",
+        "--seeds",
+        "2",
+        "--preset",
+        "pink,kaml",
+        "--mode",
+        "wal,plp",
+        "--controller",
+        "all",
+        "--commands",
+        "40",
+        "--points",
+        "4",
+        "--jobs",
+        "3",
+    ]);
+    let stdout = ok(&output);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 17, "{stdout}");
+    let mut expected = Vec::new();
+    for seed in [3, 4] {
+        for preset in ["pink", "kaml"] {
+            for mode in ["wal/every-command", "plp"] {
+                for controller in ["interchangeable", "threads"] {
+                    expected.push(format!(
+                        "(seed {seed}, preset {preset}, mode {mode}, controller {controller}, 40 commands,"
+                    ));
+                }
+            }
+        }
+    }
+    for (line, names) in lines.iter().zip(&expected) {
+        assert!(line.starts_with("survived 4 of 4 crash points"), "{line}");
+        assert!(line.contains(names.as_str()), "{line} lacks {names}");
+    }
+    assert!(
+        lines[16].starts_with("swept 16 runs: 16 passed, 0 failed"),
         "{stdout}"
     );
 }
