@@ -280,19 +280,13 @@ fn run_one(args: &CrashTestArgs, combination: &Combination, verbose: bool) -> Ru
         crash::controller_name(config.controller),
         args.commands
     );
+    let heading = format!("kvssd crash-test: {names}");
     if args.at.is_none() && combination.mode != Durability::WriteAheadLog(SyncPolicy::EveryCommand)
     {
         // Power-loss protection is cut between commands, and the other sync policies promise a
         // prefix of the commands: the harness chooses those crash points itself.
         if verbose {
-            eprintln!(
-                "kvssd crash-test: seed {} preset {} mode {} controller {} commands {}",
-                combination.seed,
-                combination.preset.name(),
-                config.mode_name(),
-                crash::controller_name(config.controller),
-                args.commands
-            );
+            eprintln!("{heading}");
         }
         let outcome = crash::crash_pass(&config, CrashPoints::Sample(args.points));
         return RunReport {
@@ -322,13 +316,7 @@ fn run_one(args: &CrashTestArgs, combination: &Combination, verbose: bool) -> Ru
     };
     if verbose {
         eprintln!(
-            "kvssd crash-test: seed {} preset {} mode {} controller {} commands {}: {} flash operations, {} crash points",
-            combination.seed,
-            combination.preset.name(),
-            config.mode_name(),
-            crash::controller_name(config.controller),
-            args.commands,
-            total,
+            "{heading}: {total} flash operations, {} crash points",
             cuts.len()
         );
     }
