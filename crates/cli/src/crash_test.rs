@@ -288,7 +288,19 @@ fn run_one(args: &CrashTestArgs, combination: &Combination, verbose: bool) -> Ru
         if verbose {
             eprintln!("{heading}");
         }
-        let outcome = crash::crash_pass(&config, CrashPoints::Sample(args.points));
+        let outcome = crash::crash_pass_with_progress(
+            &config,
+            CrashPoints::Sample(args.points),
+            &mut |outcome, planned| {
+                let done = outcome.crash_points;
+                if verbose && (done % (planned / 10).max(1) == 0 || done == planned) {
+                    eprintln!(
+                        "  {done} of {planned} crash points run, {} survived",
+                        outcome.survived
+                    );
+                }
+            },
+        );
         return RunReport {
             summary: format!(
                 "survived {} of {} crash points ({names}, {} flash operations)",

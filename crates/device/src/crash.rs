@@ -738,6 +738,16 @@ pub fn replay_command(config: &CrashConfig, cut_after: u64) -> String {
 
 /// Runs a pass: every crash point of the workload, or a seeded sample.
 pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
+    crash_pass_with_progress(config, points, &mut |_, _| {})
+}
+
+/// [`crash_pass`], calling `progress` after each crash point with the outcome so far and the
+/// number of crash points the pass runs (for a long pass's progress line).
+pub fn crash_pass_with_progress(
+    config: &CrashConfig,
+    points: CrashPoints,
+    progress: &mut dyn FnMut(&CrashOutcome, u64),
+) -> CrashOutcome {
     let mut outcome = CrashOutcome::default();
     let (total, boundaries, background) = match dry_run(config) {
         Ok(total) => total,
@@ -772,6 +782,7 @@ pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
             }
         };
     }
+    let planned = cuts.len() as u64;
     for cut in cuts {
         outcome.crash_points += 1;
         match crash_point(config, cut) {
@@ -790,6 +801,7 @@ pub fn crash_pass(config: &CrashConfig, points: CrashPoints) -> CrashOutcome {
                 replay_command(config, cut)
             )),
         }
+        progress(&outcome, planned);
     }
     outcome
 }
