@@ -187,15 +187,32 @@ pub fn run(args: CrashTestArgs) -> ExitCode {
 /// output in the grid's order, whatever order they finish in; progress and failures go to
 /// standard error as they come.
 fn sweep(args: &CrashTestArgs, grid: &[Combination]) -> ExitCode {
+    let presets: Vec<&str> = args.preset.0.iter().map(|preset| preset.name()).collect();
+    let modes: Vec<String> = args
+        .mode
+        .0
+        .iter()
+        .map(|&mode| {
+            CrashConfig::small(0, PresetKind::ALL[0])
+                .with_durability(mode)
+                .mode_name()
+        })
+        .collect();
+    let controllers: Vec<&str> = args
+        .controller
+        .0
+        .iter()
+        .map(|&controller| crash::controller_name(controller))
+        .collect();
     eprintln!(
-        "kvssd crash-test: a sweep of {} runs (seeds {} to {}, {} presets, {} modes, {} controllers), \
-         {} commands and {} crash points each, {} at once",
+        "kvssd crash-test: a sweep of {} runs (seeds {} to {}; presets {}; modes {}; controllers \
+         {}), {} commands and {} crash points each, {} at once",
         grid.len(),
         args.seed,
         args.seed + (args.seeds - 1),
-        args.preset.0.len(),
-        args.mode.0.len(),
-        args.controller.0.len(),
+        presets.join(","),
+        modes.join(","),
+        controllers.join(","),
         args.commands,
         args.points,
         args.jobs
@@ -213,10 +230,19 @@ fn sweep(args: &CrashTestArgs, grid: &[Combination]) -> ExitCode {
                 let Some(combination) = grid.get(index) else {
                     break;
                 };
-                if sender
-                    .send((index, run_one(args, combination, false)))
-                    .is_err()
-                {
+                // A run that panics is a failure of the sweep, not its end.
+                let report = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_one(args, combination, false)
+                }))
+                .unwrap_or_else(|_| {
+                    let names = describe(args, combination);
+                    RunReport {
+                        summary: format!("panicked ({names})"),
+                        failures: vec![format!("{names}: the run panicked (its message is above)")],
+                        passed: false,
+                    }
+                });
+                if sender.send((index, report)).is_err() {
                     break;
                 }
             });
@@ -265,21 +291,33 @@ fn sweep(args: &CrashTestArgs, grid: &[Combination]) -> ExitCode {
     }
 }
 
-/// Runs one combination. `verbose` prints its start and, for cuts it chooses itself, its
-/// progress to standard error.
-fn run_one(args: &CrashTestArgs, combination: &Combination, verbose: bool) -> RunReport {
+/// The crash harness's settings for one combination.
+fn crash_config(args: &CrashTestArgs, combination: &Combination) -> CrashConfig {
     let mut config = CrashConfig::small(combination.seed, combination.preset)
         .with_durability(combination.mode)
         .with_controller(combination.controller);
     config.commands = args.commands;
-    let names = format!(
+    config
+}
+
+/// How reports name a combination.
+fn describe(args: &CrashTestArgs, combination: &Combination) -> String {
+    let config = crash_config(args, combination);
+    format!(
         "seed {}, preset {}, mode {}, controller {}, {} commands",
         combination.seed,
         combination.preset.name(),
         config.mode_name(),
         crash::controller_name(config.controller),
         args.commands
-    );
+    )
+}
+
+/// Runs one combination. `verbose` prints its start and, for cuts it chooses itself, its
+/// progress to standard error.
+fn run_one(args: &CrashTestArgs, combination: &Combination, verbose: bool) -> RunReport {
+    let config = crash_config(args, combination);
+    let names = describe(args, combination);
     let heading = format!("kvssd crash-test: {names}");
     if args.at.is_none() && combination.mode != Durability::WriteAheadLog(SyncPolicy::EveryCommand)
     {
