@@ -399,6 +399,24 @@ impl Journal {
         self.unsynced_generation += 1;
     }
 
+    /// Programs the log's partly filled page, if any: every record appended so far is then on
+    /// the medium, awaiting a sync.
+    fn program_partial_page(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<SimTime, SpaceError> {
+        let mut t = at;
+        if let Some(page) = self.writer.flush() {
+            t = self.program_log_page(space, t, &page)?;
+            if self.sync_media {
+                self.mark_unsynced();
+            }
+        }
+        self.pending_records = 0;
+        Ok(t)
+    }
+
     /// Makes every record appended so far durable, in two halves for file media: programs the
     /// log's partly filled page and, if the medium holds writes not yet synced, returns the sync
     /// for the caller to run once it has released the device's lock; [`Journal::finish_sync`] then publishes the
@@ -410,14 +428,8 @@ impl Journal {
         at: SimTime,
     ) -> Result<(SimTime, Option<PendingSync>), SpaceError> {
         // Records in the new log of a prepared checkpoint are durable only once it is committed.
-        let mut t = self.commit_prepared(space, at)?;
-        if let Some(page) = self.writer.flush() {
-            t = self.program_log_page(space, t, &page)?;
-            if self.sync_media {
-                self.mark_unsynced();
-            }
-        }
-        self.pending_records = 0;
+        let t = self.commit_prepared(space, at)?;
+        let t = self.program_partial_page(space, t)?;
         let target = self.next_lsn.checked_sub(1);
         if self.unsynced_pages {
             if let Some(handle) = space.flash().sync_handle() {
@@ -465,10 +477,7 @@ impl Journal {
         // partly filled page is programmed first, and the sync below covers it.
         let flushed = !trim;
         if flushed {
-            if let Some(page) = self.writer.flush() {
-                t = self.program_log_page(space, t, &page)?;
-            }
-            self.pending_records = 0;
+            t = self.program_partial_page(space, t)?;
         }
         let (mut t, location, next_page) = self.write_checkpoint_pages(space, t)?;
         // The pages must be on stable storage before a copy of the superblock names them: a
