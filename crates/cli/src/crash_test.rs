@@ -192,11 +192,7 @@ fn sweep(args: &CrashTestArgs, grid: &[Combination]) -> ExitCode {
         .mode
         .0
         .iter()
-        .map(|&mode| {
-            CrashConfig::small(0, PresetKind::ALL[0])
-                .with_durability(mode)
-                .mode_name()
-        })
+        .map(|&mode| crash::durability_name(mode))
         .collect();
     let controllers: Vec<&str> = args
         .controller
@@ -235,7 +231,7 @@ fn sweep(args: &CrashTestArgs, grid: &[Combination]) -> ExitCode {
                     run_one(args, combination, false)
                 }))
                 .unwrap_or_else(|_| {
-                    let names = describe(args, combination);
+                    let names = describe(&crash_config(args, combination));
                     RunReport {
                         summary: format!("panicked ({names})"),
                         failures: vec![format!("{names}: the run panicked (its message is above)")],
@@ -300,16 +296,15 @@ fn crash_config(args: &CrashTestArgs, combination: &Combination) -> CrashConfig 
     config
 }
 
-/// How reports name a combination.
-fn describe(args: &CrashTestArgs, combination: &Combination) -> String {
-    let config = crash_config(args, combination);
+/// How reports name a run.
+fn describe(config: &CrashConfig) -> String {
     format!(
         "seed {}, preset {}, mode {}, controller {}, {} commands",
-        combination.seed,
-        combination.preset.name(),
+        config.seed,
+        config.preset.name(),
         config.mode_name(),
         crash::controller_name(config.controller),
-        args.commands
+        config.commands
     )
 }
 
@@ -317,7 +312,7 @@ fn describe(args: &CrashTestArgs, combination: &Combination) -> String {
 /// progress to standard error.
 fn run_one(args: &CrashTestArgs, combination: &Combination, verbose: bool) -> RunReport {
     let config = crash_config(args, combination);
-    let names = describe(args, combination);
+    let names = describe(&config);
     let heading = format!("kvssd crash-test: {names}");
     if args.at.is_none() && combination.mode != Durability::WriteAheadLog(SyncPolicy::EveryCommand)
     {

@@ -88,15 +88,7 @@ impl CrashConfig {
 
     /// The durability mode's name, for reports.
     pub fn mode_name(&self) -> String {
-        match self.durability {
-            Durability::Volatile => "volatile".into(),
-            Durability::PowerLossProtection => "plp".into(),
-            Durability::WriteAheadLog(SyncPolicy::EveryCommand) => "wal/every-command".into(),
-            Durability::WriteAheadLog(SyncPolicy::GroupCommit { max_records }) => {
-                format!("wal/group-commit-{max_records}")
-            }
-            Durability::WriteAheadLog(SyncPolicy::None) => "wal/none".into(),
-        }
+        durability_name(self.durability)
     }
 }
 
@@ -714,6 +706,19 @@ fn dry_run(config: &CrashConfig) -> Result<(u64, Vec<u64>, u64), String> {
         run.boundaries,
         flash.background_operations(),
     ))
+}
+
+/// The durability mode's name as `kvssd crash-test --mode` takes it.
+pub fn durability_name(durability: Durability) -> String {
+    match durability {
+        Durability::Volatile => "volatile".into(),
+        Durability::PowerLossProtection => "plp".into(),
+        Durability::WriteAheadLog(SyncPolicy::EveryCommand) => "wal/every-command".into(),
+        Durability::WriteAheadLog(SyncPolicy::GroupCommit { max_records }) => {
+            format!("wal/group-commit-{max_records}")
+        }
+        Durability::WriteAheadLog(SyncPolicy::None) => "wal/none".into(),
+    }
 }
 
 /// The controller model's name as `kvssd crash-test --controller` takes it.
