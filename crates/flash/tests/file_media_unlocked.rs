@@ -164,6 +164,81 @@ fn a_detached_range_read_returns_those_bytes_alone_and_refuses_an_erased_page() 
         .is_err());
 }
 
+#[test]
+fn reads_run_together_answer_as_each_read_alone() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let mut flash = Flash::create(&path, geometry(), None).expect("create");
+    let near = BlockAddress { die: 1, block: 3 };
+    let far = BlockAddress { die: 3, block: 14 };
+    let payload = |seed: u8| -> Vec<u8> {
+        (0..page(0).len())
+            .map(|at| (at as u8).wrapping_mul(7) ^ seed)
+            .collect()
+    };
+    for number in 0..3u8 {
+        flash
+            .program(
+                0,
+                near.page(u32::from(number)),
+                Purpose::UserData,
+                &payload(number),
+                &[0; 4],
+            )
+            .expect("program");
+    }
+    flash
+        .program(0, far.page(0), Purpose::UserData, &payload(9), &[0; 4])
+        .expect("program");
+    let erased = BlockAddress { die: 0, block: 5 };
+    flash
+        .program(0, erased.page(0), Purpose::UserData, &payload(4), &[0; 4])
+        .expect("program");
+    // A page still in the write-behind queue.
+    flash.set_write_behind(true).expect("write-behind on");
+    flash
+        .program(0, near.page(3), Purpose::UserData, &payload(3), &[0; 4])
+        .expect("program");
+    let page_bytes = page(0).len();
+    // Neighbours within a page and across pages of one block, a range read twice, ranges that
+    // overlap, a page far away, the queued page, and a page erased after its read was issued.
+    let wanted: Vec<(BlockAddress, u32, std::ops::Range<usize>)> = vec![
+        (near, 1, 300..400),
+        (near, 0, 10..60),
+        (near, 0, 60..100),
+        (far, 0, 0..page_bytes),
+        (near, 2, 0..32),
+        (near, 0, 10..60),
+        (near, 0, 40..120),
+        (near, 3, 5..25),
+        (erased, 0, 0..16),
+        (near, 1, page_bytes - 12..page_bytes),
+    ];
+    let reads: Vec<kvssd_flash::DetachedRead> = wanted
+        .iter()
+        .map(|(block, number, range)| {
+            flash
+                .read_detached_range(0, block.page(*number), Purpose::UserData, range.clone())
+                .expect("issue")
+                .expect("file media detach reads")
+                .0
+        })
+        .collect();
+    flash.erase(0, erased, Purpose::Gc).expect("erase");
+    let alone: Vec<Option<Vec<u8>>> = reads.iter().map(|read| read.run().expect("read")).collect();
+    let together =
+        kvssd_flash::DetachedRead::run_all(&reads.iter().collect::<Vec<_>>()).expect("read");
+    assert_eq!(together, alone);
+    for ((block, number, range), answer) in wanted.iter().zip(&together) {
+        let expected = match (block.die, number) {
+            (0, _) => None,
+            (3, _) => Some(payload(9)[range.clone()].to_vec()),
+            (_, number) => Some(payload(*number as u8)[range.clone()].to_vec()),
+        };
+        assert_eq!(answer, &expected, "page {number} of {block:?}, {range:?}");
+    }
+}
+
 /// A detached read of page 0's whole payload.
 fn issue(flash: &mut Flash, block: BlockAddress) -> kvssd_flash::DetachedRead {
     flash

@@ -81,4 +81,21 @@ impl DetachedRecord {
         };
         Ok(layout::small_value_in_place(record, key, self.value_len, self.page).ok())
     }
+
+    /// [`DetachedRecord::finish_value`] for several records, each with the key it must hold, in
+    /// order; records that lie close together in the file are read with one `pread`
+    /// ([`DetachedRead::run_all`]).
+    pub fn finish_values(records: &[(&DetachedRecord, &[u8])]) -> Result<Vec<Option<Vec<u8>>>> {
+        let reads: Vec<&DetachedRead> = records.iter().map(|(record, _)| &record.read).collect();
+        let bytes = DetachedRead::run_all(&reads)?;
+        Ok(bytes
+            .into_iter()
+            .zip(records)
+            .map(|(bytes, (record, key))| {
+                bytes.and_then(|bytes| {
+                    layout::small_value_in_place(bytes, key, record.value_len, record.page).ok()
+                })
+            })
+            .collect())
+    }
 }

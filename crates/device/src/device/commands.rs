@@ -389,12 +389,24 @@ pub(super) struct ScanRetrieval {
 impl ScanRetrieval {
     /// Reads the values: the pairs, or `None` if a read must be made again under the lock (a
     /// page erased since the scan, a checksum that failed, a record of another key).
+    /// The values' reads run together ([`DetachedRecord::finish_values`]): values that one flush
+    /// wrote side by side, in key order, come in one `pread`.
     pub(super) fn finish(self) -> Result<Option<(Pairs, SimTime)>> {
+        let reads: Vec<(&DetachedRecord, &[u8])> = self
+            .pairs
+            .iter()
+            .filter_map(|(key, value)| match value {
+                PendingValue::Read(record) => Some((record, key.as_slice())),
+                PendingValue::Ready(_) => None,
+            })
+            .collect();
+        let mut read = DetachedRecord::finish_values(&reads)?.into_iter();
+        drop(reads);
         let mut out = Vec::with_capacity(self.pairs.len());
         for (key, value) in self.pairs {
             let value = match value {
                 PendingValue::Ready(value) => value,
-                PendingValue::Read(record) => match record.finish_value(&key)? {
+                PendingValue::Read(_) => match read.next().flatten() {
                     Some(value) => value,
                     None => return Ok(None),
                 },
