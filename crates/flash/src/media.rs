@@ -546,12 +546,14 @@ impl FileMedia {
     pub(crate) fn set_write_behind(&mut self, on: bool) -> Result<()> {
         match (on, &self.behind) {
             (true, None) => {
-                self.behind = Some(Arc::new(WriteBehind::new(
+                let behind = Arc::new(WriteBehind::new(
                     Arc::clone(&self.file),
                     self.path.clone(),
                     self.layout.slot_offset,
                     self.layout.slot_bytes,
-                )));
+                ));
+                behind.start_drainer();
+                self.behind = Some(behind);
             }
             (false, Some(behind)) => {
                 behind.drain()?;

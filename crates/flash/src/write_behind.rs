@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
 
 use crate::{FlashError, Result};
 
@@ -33,6 +33,23 @@ pub struct WriteBehind {
     failed: std::sync::atomic::AtomicBool,
     writes: std::sync::atomic::AtomicU64,
     queued_total: std::sync::atomic::AtomicU64,
+    /// Wakes the drainer thread, if one runs ([`WriteBehind::start_drainer`]).
+    drainer: Arc<Drainer>,
+}
+
+/// What the drainer thread waits on.
+#[derive(Default)]
+struct Drainer {
+    state: Mutex<DrainerState>,
+    wake: Condvar,
+}
+
+#[derive(Default)]
+struct DrainerState {
+    /// The queue grew past `QUEUED_MAX` since the thread last looked.
+    asked: bool,
+    /// The queue is gone: the thread ends.
+    stopped: bool,
 }
 
 /// Slots the queue may hold before a command that queued more waits for the drain running
@@ -56,14 +73,58 @@ impl WriteBehind {
             failed: std::sync::atomic::AtomicBool::new(false),
             writes: std::sync::atomic::AtomicU64::new(0),
             queued_total: std::sync::atomic::AtomicU64::new(0),
+            drainer: Arc::new(Drainer::default()),
         }
+    }
+
+    /// Starts a thread that drains the queue whenever it holds more than `QUEUED_MAX` slots, so
+    /// that a command that programs many pages (a flush of a large write buffer) does not keep
+    /// them all in memory until it has released its locks: they reach the file while it goes
+    /// on. The thread holds no lock but the drains' own, and ends once the queue is dropped. If
+    /// it cannot start, slots wait for the command's drain, as they do below that size.
+    pub(crate) fn start_drainer(self: &Arc<Self>) {
+        let queue = Arc::downgrade(self);
+        let drainer = Arc::clone(&self.drainer);
+        let _ = std::thread::Builder::new()
+            .name("kvssd-write-behind".to_string())
+            .spawn(move || loop {
+                {
+                    let mut state = lock(&drainer.state);
+                    while !state.asked && !state.stopped {
+                        state = drainer
+                            .wake
+                            .wait(state)
+                            .unwrap_or_else(PoisonError::into_inner);
+                    }
+                    if state.stopped {
+                        return;
+                    }
+                    state.asked = false;
+                }
+                let Some(queue) = queue.upgrade() else {
+                    return;
+                };
+                // A failed write is kept: every later drain and sync reports it.
+                let _ = queue.drain();
+            });
     }
 
     /// Queues page `index`'s slot (payload then OOB area), replacing an older queued version.
     pub(crate) fn queue(&self, index: u64, slot: Vec<u8>) {
-        lock(&self.queued).insert(index, Arc::new(slot));
+        let queued = {
+            let mut queued = lock(&self.queued);
+            queued.insert(index, Arc::new(slot));
+            queued.len()
+        };
         self.queued_total
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if queued > QUEUED_MAX {
+            let mut state = lock(&self.drainer.state);
+            if !state.asked {
+                state.asked = true;
+                self.drainer.wake.notify_one();
+            }
+        }
     }
 
     /// Slots queued since the queue was made: a caller that saw it unchanged across its work
@@ -192,5 +253,13 @@ impl WriteBehind {
             )),
             None => Ok(()),
         }
+    }
+}
+
+impl Drop for WriteBehind {
+    /// Ends the drainer thread.
+    fn drop(&mut self) {
+        lock(&self.drainer.state).stopped = true;
+        self.drainer.wake.notify_all();
     }
 }

@@ -239,6 +239,58 @@ fn reads_run_together_answer_as_each_read_alone() {
     }
 }
 
+#[test]
+fn a_queue_grown_past_its_bound_is_written_without_waiting_for_a_drain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("device.kvssd");
+    let geometry = Geometry {
+        channels: 1,
+        ways_per_channel: 1,
+        blocks_per_die: 8,
+        pages_per_block: 256,
+        page_bytes: 512,
+        oob_bytes: 64,
+    };
+    let mut flash = Flash::create(&path, geometry, None).expect("create");
+    flash.set_write_behind(true).expect("write-behind on");
+    let queue = flash.write_behind().expect("file media have a queue");
+    let pages = 1_100u32;
+    for number in 0..pages {
+        let block = BlockAddress {
+            die: 0,
+            block: number / geometry.pages_per_block,
+        };
+        flash
+            .program(
+                0,
+                block.page(number % geometry.pages_per_block),
+                Purpose::UserData,
+                &vec![number as u8; 512],
+                &[1; 4],
+            )
+            .expect("program");
+    }
+    // Nobody drains: the queue's own thread writes it once it holds more than 1,024 slots
+    // (all of them, or those queued by the time it looked).
+    let waited = std::time::Instant::now();
+    while queue.pending() > 1_024 && waited.elapsed() < std::time::Duration::from_secs(60) {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert!(queue.pending() <= 1_024, "the queue was not written");
+    let mut beside = Flash::open(&path, None, None).expect("open the image beside it");
+    let first = BlockAddress { die: 0, block: 0 };
+    assert_eq!(
+        beside.programmed_pages(first).expect("block"),
+        geometry.pages_per_block
+    );
+    let mut back = vec![0u8; 512];
+    let mut oob = [0u8; 4];
+    beside
+        .read(0, first.page(7), Purpose::UserData, &mut back, &mut oob)
+        .expect("read");
+    assert_eq!(back, vec![7u8; 512]);
+}
+
 /// A detached read of page 0's whole payload.
 fn issue(flash: &mut Flash, block: BlockAddress) -> kvssd_flash::DetachedRead {
     flash

@@ -66,6 +66,9 @@ impl LsmTree {
                 return Err(error);
             }
         };
+        // The values are on flash: free the buffer (unless an immutable L0 shares it) before the
+        // merge makes its pages.
+        drop(pairs);
         t = self.charge(space, written);
         t = self.merge_into(space, t, entries, 0)?;
         self.activity.flushes += 1;
