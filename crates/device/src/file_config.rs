@@ -16,6 +16,14 @@ pub const FILE_DRAM_DEFAULT_BYTES_MAX: u64 = 256 << 20;
 /// The share of the image's capacity the default budget takes below that cap (one sixteenth).
 pub const FILE_DRAM_DEFAULT_CAPACITY_DIVISOR: u64 = 16;
 
+/// The share of a file image's DRAM budget its LSM namespaces' write buffer (L0) takes, above
+/// PinK's 1 MiB: an eighth.
+pub const FILE_L0_BUDGET_DIVISOR: u64 = 8;
+
+/// The largest write buffer (L0) an LSM namespace of a file image gets: 32 MiB, half of RocksDB's
+/// default memtable.
+pub const FILE_L0_BYTES_MAX: u64 = 32 << 20;
+
 /// The largest indexing DRAM budget a file image may be opened with (1 TiB), so that a typo on a
 /// command line is refused instead of being planned for.
 pub const FILE_DRAM_BUDGET_BYTES_MAX: u64 = 1 << 40;
@@ -37,6 +45,7 @@ impl DeviceConfig {
             config.block = kvssd_engine::block::BlockConfig::new(geometry);
             config.block.space = config.space.clone();
             split_budget(&mut config, budget);
+            config.engine.l0_bytes = host_l0_bytes(&config.engine, budget);
             config
         };
         config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
@@ -63,7 +72,13 @@ impl DeviceConfig {
                     max: FILE_DRAM_BUDGET_BYTES_MAX,
                 })
             }
-            Some(bytes) => split_budget(&mut config, bytes),
+            Some(bytes) => {
+                split_budget(&mut config, bytes);
+                if *geometry != Profile::test_min().geometry {
+                    config.engine.l0_bytes =
+                        host_l0_bytes(&EngineConfig::new(Preset::Pink, geometry), bytes);
+                }
+            }
         }
         Ok(config)
     }
@@ -87,6 +102,15 @@ fn split_budget(config: &mut DeviceConfig, bytes: u64) {
     config.kaml.dram_budget_bytes = bytes;
 }
 
+/// The write buffer (L0) of an LSM namespace on a file image with `budget` bytes of DRAM: an
+/// eighth of it ([`FILE_L0_BUDGET_DIVISOR`]), between the engine's own (PinK's 1 MiB) and
+/// [`FILE_L0_BYTES_MAX`]. A flush writes its buffer's values in key order, so the values of a range
+/// of keys lie in as many places as the flushes that wrote them: a larger buffer lets a scan read
+/// neighbouring values with one `pread` (`DetachedRead::run_all`).
+fn host_l0_bytes(engine: &EngineConfig, budget: u64) -> u64 {
+    (budget / FILE_L0_BUDGET_DIVISOR).clamp(engine.l0_bytes, FILE_L0_BYTES_MAX.max(engine.l0_bytes))
+}
+
 /// PinK's DRAM (§5.1): 0.1% of capacity for indexing, plus the write buffer (L0), the largest
 /// value and, for GC re-insertion, a block of relocated values on top.
 fn pink_budget_bytes(geometry: &Geometry) -> u64 {
@@ -95,4 +119,33 @@ fn pink_budget_bytes(geometry: &Geometry) -> u64 {
         + engine.l0_bytes
         + engine.value_bytes_max(geometry) as u64
         + geometry.block_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_images_l0_is_an_eighth_of_its_budget_between_pinks_and_32_mib() {
+        let pink = |blocks_per_die| Profile::pink_with_blocks(blocks_per_die).geometry;
+        let l0_by_default =
+            |geometry: &Geometry| DeviceConfig::for_file_image(geometry).engine.l0_bytes;
+        let l0_with = |geometry: &Geometry, budget: u64| {
+            DeviceConfig::for_file_image_with_dram(geometry, Some(budget))
+                .expect("a valid budget")
+                .engine
+                .l0_bytes
+        };
+        // A 4 GiB card's default budget is 256 MiB, a 512 MiB card's 32 MiB.
+        assert_eq!(l0_by_default(&pink(32)), 32 << 20);
+        assert_eq!(l0_by_default(&pink(4)), 4 << 20);
+        assert_eq!(l0_with(&pink(32), 16 << 20), 2 << 20);
+        assert_eq!(l0_with(&pink(32), 4 << 20), 1 << 20, "never below PinK's");
+        assert_eq!(l0_with(&pink(32), 1 << 30), 32 << 20, "never above 32 MiB");
+        // `test_min` images keep their engine's tiny L0, so tests see flushes at once.
+        let tiny = Profile::test_min().geometry;
+        let test_min = EngineConfig::test_min(Preset::Pink).l0_bytes;
+        assert_eq!(l0_by_default(&tiny), test_min);
+        assert_eq!(l0_with(&tiny, 1 << 30), test_min);
+    }
 }

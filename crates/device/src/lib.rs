@@ -74,6 +74,7 @@ pub use durability::{DurabilityCounts, RecoveryReport, SyncPolicy};
 pub use error::{DeviceError, Result};
 pub use file_config::{
     FILE_DRAM_BUDGET_BYTES_MAX, FILE_DRAM_DEFAULT_BYTES_MAX, FILE_DRAM_DEFAULT_CAPACITY_DIVISOR,
+    FILE_L0_BUDGET_DIVISOR, FILE_L0_BYTES_MAX,
 };
 pub use types::{
     BatchOp, ByteRange, DeviceStats, IterEntry, IterOptions, IterStart, IteratorId, IteratorInfo,

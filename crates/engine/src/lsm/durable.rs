@@ -39,6 +39,9 @@ fn put_key(out: &mut Vec<u8>, key: &[u8]) {
     out.extend_from_slice(key);
 }
 
+/// Levels a restored tree may have beyond its configuration's plan (`levels_max`).
+const RESTORED_LEVELS_BEYOND_PLAN: usize = 3;
+
 impl LsmTree {
     /// The tree's DRAM state (L0, level lists, pinned segments, Bloom filters) as bytes; see the
     /// module documentation for the layout.
@@ -131,7 +134,10 @@ impl LsmTree {
             tree.l0_insert(key, value, from_gc);
         }
         let levels = reader.count(21)?;
-        if levels > tree.levels_max.max(1) + 1 {
+        // A tree formed under another DRAM budget may have more levels than this configuration
+        // plans: a file image's L0 grows with its opener's budget, up to 32 times PinK's, and its
+        // levels with it (T = 10: two levels fewer), so up to three more than the plan are taken.
+        if levels > tree.levels_max.max(1) + RESTORED_LEVELS_BEYOND_PLAN {
             return Err(bad("more levels than the configuration allows"));
         }
         for _ in 0..levels {
@@ -269,6 +275,47 @@ mod tests {
 
     use super::LsmTree;
     use crate::{EngineConfig, EngineError, Preset};
+
+    /// A file image's L0 grows with the DRAM budget its opener gives, and its levels' plan with
+    /// it: a tree written under a small L0 reopens under one 32 times larger, with all its keys.
+    #[test]
+    fn durable_tree_of_a_small_l0_restores_under_one_32_times_larger() {
+        let profile = Profile::test_min();
+        let flash = Flash::new(profile.geometry, None).expect("flash");
+        let mut config = EngineConfig::test_min(Preset::Pink);
+        config.space.over_provisioning_percent = 10;
+        let mut space = Space::open(flash, config.space.clone()).expect("space");
+        let mut tree = LsmTree::open(&space, config.clone()).expect("tree");
+        let mut now = 0;
+        let keys = 2_500u32;
+        for id in 0..keys {
+            let key = format!("k{id:06}");
+            now = tree
+                .put(&mut space, now, key.as_bytes(), &[id as u8; 8])
+                .expect("put");
+        }
+        let levels = tree.levels.len();
+        let state = tree.durable_state();
+        let mut larger = config;
+        larger.l0_bytes *= 32;
+        larger.dram_budget_bytes *= 32;
+        larger.l1_entries = 0;
+        let planned = LsmTree::open(&space, larger.clone())
+            .expect("tree")
+            .levels_max;
+        assert!(
+            levels > planned + 1,
+            "{levels} levels against a plan of {planned}: the test needs a deeper tree"
+        );
+        let mut restored = LsmTree::restore(&space, larger, &state).expect("restores");
+        assert_eq!(restored.levels.len(), levels);
+        for id in 0..keys {
+            let key = format!("k{id:06}");
+            let (value, done) = restored.get(&mut space, now, key.as_bytes()).expect("get");
+            now = done;
+            assert_eq!(value, Some(vec![id as u8; 8]), "{key}");
+        }
+    }
 
     #[test]
     fn durable_persistently_corrupt_meta_page_is_read_read_attempts_max_times() {
