@@ -126,12 +126,12 @@ impl LsmTree {
                 0 => (None, false),
                 kind @ (1 | 2) => {
                     let len = reader.u32()? as usize;
-                    (Some(reader.take(len)?.to_vec()), kind == 2)
+                    (Some(std::sync::Arc::from(reader.take(len)?)), kind == 2)
                 }
                 _ => return Err(bad("unknown L0 entry kind")),
             };
             tree.key_len_max_seen = tree.key_len_max_seen.max(key.len());
-            tree.l0_insert(key, value, from_gc);
+            tree.l0_insert(std::sync::Arc::from(key), value, from_gc);
         }
         let levels = reader.count(21)?;
         // A tree formed under another DRAM budget may have more levels than this configuration

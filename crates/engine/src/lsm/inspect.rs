@@ -51,7 +51,7 @@ impl LsmTree {
     pub fn inspect_l0(&self) -> Vec<(Vec<u8>, bool)> {
         self.l0
             .iter()
-            .map(|(key, value)| (key.clone(), value.value.is_none()))
+            .map(|(key, value)| (key.to_vec(), value.value.is_none()))
             .collect()
     }
 

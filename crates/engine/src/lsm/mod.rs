@@ -75,9 +75,14 @@ type Picked = (Vec<u8>, std::result::Result<Vec<u8>, (u64, u32)>);
 /// The result type of the engine.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
+/// L0: the write buffer's pairs by key. Keys and values are shared, so that a snapshot's copy of
+/// L0 (`Arc::make_mut` on the first write after it) copies the map's nodes and pointers alone: a
+/// file image's L0 holds up to 32 MiB of pairs.
+type L0Map = BTreeMap<Arc<[u8]>, L0Value>;
+
 #[derive(Debug, Clone)]
 struct L0Value {
-    value: Option<Vec<u8>>,
+    value: Option<Arc<[u8]>>,
     from_gc: bool,
 }
 
@@ -155,9 +160,9 @@ pub struct LsmTree {
     features: Features,
     page_bytes: usize,
     /// Shared with snapshots; copied on write while one holds it.
-    l0: Arc<BTreeMap<Vec<u8>, L0Value>>,
+    l0: Arc<L0Map>,
     /// The previous L0 while the background thread flushes it.
-    flushing: Flushing<Arc<BTreeMap<Vec<u8>, L0Value>>>,
+    flushing: Flushing<Arc<L0Map>>,
     /// The last compaction job the background thread was given.
     compacting: Flushing<()>,
     /// GC jobs in flight (see `crate::background::GC_JOBS_IN_FLIGHT_MAX`).

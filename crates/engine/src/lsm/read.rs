@@ -24,7 +24,7 @@ impl LsmTree {
         let mut t = at;
         self.count_l0_search(key);
         if let Some(found) = self.l0.get(key) {
-            return Ok((Found::L0(found.value.clone()), t, 0));
+            return Ok((Found::L0(found.value.as_deref().map(<[u8]>::to_vec)), t, 0));
         }
         // An immutable buffer's pairs are already in the levels (a flush changes the index at
         // once; only its flash work runs later), so it is a DRAM copy that saves a read. GC must
@@ -36,7 +36,7 @@ impl LsmTree {
                 .visible(space, at)
                 .find_map(|immutable| immutable.get(key))
             {
-                return Ok((Found::L0(found.value.clone()), t, 0));
+                return Ok((Found::L0(found.value.as_deref().map(<[u8]>::to_vec)), t, 0));
             }
         }
         let mode = self.search_mode();
@@ -256,7 +256,9 @@ impl LsmTree {
         // Source 0 is L0; source i + 1 is level i. A lower source number is newer.
         // L0 is walked as the scan consumes it (a scan takes at most a few of its pairs).
         let l0_map = Arc::clone(&self.l0);
-        let mut l0 = l0_map.range(start.to_vec()..).peekable();
+        let mut l0 = l0_map
+            .range::<[u8], _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
+            .peekable();
         struct Cursor {
             segment: usize,
             entries: Arc<Vec<Entry>>,
@@ -300,7 +302,7 @@ impl LsmTree {
                     cursor.position = 0;
                 }
             }
-            let mut smallest: Option<&[u8]> = l0.peek().map(|&(key, _)| key.as_slice());
+            let mut smallest: Option<&[u8]> = l0.peek().map(|&(key, _)| &**key);
             for cursor in &cursors {
                 if let Some(entry) = cursor.entries.get(cursor.position) {
                     if smallest.is_none_or(|key| entry.key.as_slice() < key) {
@@ -314,8 +316,8 @@ impl LsmTree {
             self.cpu_pending.key_comparisons += cursors.len() as u64 + 1;
             // The newest source holding the key decides; older ones are skipped.
             let mut decided: Option<Result<Option<Vec<u8>>, Entry>> = None;
-            if let Some((_, value)) = l0.next_if(|&(key, _)| *key == smallest) {
-                decided = Some(Ok(value.value.clone()));
+            if let Some((_, value)) = l0.next_if(|&(key, _)| **key == *smallest) {
+                decided = Some(Ok(value.value.as_deref().map(<[u8]>::to_vec)));
             }
             for cursor in &mut cursors {
                 if cursor

@@ -14,7 +14,7 @@
 //! cursor and waited for only when their entry is returned. Both issue reads at the current time
 //! and wait later, so the overlap shows in simulated time.
 
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -23,7 +23,7 @@ use kvssd_space::{RecordPointer, Space};
 
 use super::level::Segment;
 use super::segment::{Entry, SegmentPage};
-use super::{L0Value, LsmTree, Result};
+use super::{L0Map, LsmTree, Result};
 use crate::EngineError;
 
 /// DRAM a snapshot's own header takes besides the structures it shares (a pointer per level, the
@@ -36,7 +36,7 @@ const LIST_ENTRY_BYTES: u64 = 16;
 #[derive(Debug)]
 pub struct TreeSnapshot {
     namespace: u32,
-    l0: Arc<BTreeMap<Vec<u8>, L0Value>>,
+    l0: Arc<L0Map>,
     l0_bytes: u64,
     levels: Vec<Arc<Vec<Segment>>>,
     page_bytes: u64,
@@ -324,9 +324,9 @@ impl SnapshotIter {
             let l0_head = self
                 .snapshot
                 .l0
-                .range::<Vec<u8>, _>((self.l0_after.clone(), Bound::Unbounded))
+                .range::<[u8], _>((self.l0_after.as_ref().map(Vec::as_slice), Bound::Unbounded))
                 .next();
-            let mut smallest: Option<&[u8]> = l0_head.map(|(key, _)| key.as_slice());
+            let mut smallest: Option<&[u8]> = l0_head.map(|(key, _)| &**key);
             for cursor in &self.cursors {
                 if let Some(entry) = cursor.entries.get(cursor.position) {
                     if smallest.is_none_or(|key| entry.key.as_slice() < key) {
@@ -345,9 +345,9 @@ impl SnapshotIter {
             // The newest source holding the key decides: L0, then L1, L2, ...
             let mut decided: Option<(usize, AheadValue)> = None;
             if let Some((key, value)) = l0_head {
-                if *key == smallest {
+                if **key == *smallest {
                     decided = Some(match &value.value {
-                        Some(bytes) => (bytes.len(), AheadValue::Known(bytes.clone())),
+                        Some(bytes) => (bytes.len(), AheadValue::Known(bytes.to_vec())),
                         None => (usize::MAX, AheadValue::Pointer(0)),
                     });
                 }
@@ -481,5 +481,44 @@ impl SnapshotIter {
             }
         }
         Ok((out, t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use kvssd_flash::{Flash, Profile};
+    use kvssd_space::Space;
+
+    use crate::{EngineConfig, LsmTree, Preset};
+
+    /// The first write after a snapshot copies L0's map, and the copy shares every key and value
+    /// with the snapshot's: it costs the map's nodes, not the pairs' bytes.
+    #[test]
+    fn a_write_after_a_snapshot_shares_l0s_keys_and_values_with_it() {
+        let profile = Profile::test_min();
+        let flash = Flash::new(profile.geometry, None).expect("flash");
+        let config = EngineConfig::test_min(Preset::Pink);
+        let mut space = Space::open(flash, config.space.clone()).expect("space");
+        let mut tree = LsmTree::open(&space, config).expect("tree");
+        for id in 0u8..10 {
+            tree.put(&mut space, 0, &[b'k', id], &[id; 8]).expect("put");
+        }
+        let snapshot = tree.snapshot();
+        tree.put(&mut space, 0, b"z", b"new").expect("put");
+        assert!(
+            !Arc::ptr_eq(&snapshot.l0, &tree.l0),
+            "the live L0 was copied"
+        );
+        assert_eq!(snapshot.l0.len() + 1, tree.l0.len());
+        for (key, value) in snapshot.l0.iter() {
+            let (live_key, live_value) = tree.l0.get_key_value(&**key).expect("still in L0");
+            assert!(Arc::ptr_eq(key, live_key), "{key:?}");
+            let (Some(old), Some(live)) = (&value.value, &live_value.value) else {
+                panic!("{key:?} lost its value");
+            };
+            assert!(Arc::ptr_eq(old, live), "{key:?}");
+        }
     }
 }
