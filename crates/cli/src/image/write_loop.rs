@@ -40,12 +40,23 @@ pub struct WriteLoopArgs {
     /// store, and writers share the syncs that run at the same time.
     #[arg(long)]
     group: bool,
+    /// Pads each value with seeded bytes to this many bytes (values are 6 to 90 bytes without
+    /// it), so that a few thousand stores fill a write buffer of megabytes.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    value_bytes: Option<u32>,
 }
 
 /// The `index`-th store of writer `thread` of `threads` in a write loop: its key and value (a pure
 /// function of seed, thread and index). Each writer's keys are its own: key numbers equal to
 /// `thread` modulo `threads`.
-fn loop_pair(seed: u64, keys: u64, thread: u64, threads: u64, index: u64) -> (Vec<u8>, Vec<u8>) {
+fn loop_pair(
+    seed: u64,
+    keys: u64,
+    thread: u64,
+    threads: u64,
+    index: u64,
+    value_bytes: Option<u32>,
+) -> (Vec<u8>, Vec<u8>) {
     let mut state = seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ thread.rotate_left(48);
     let mut next = || {
         // SplitMix64.
@@ -59,6 +70,12 @@ fn loop_pair(seed: u64, keys: u64, thread: u64, threads: u64, index: u64) -> (Ve
     let len = 1 + (next() % 64) as usize;
     let mut value = format!("{seed}:{thread}:{index}:").into_bytes();
     value.extend((0..len).map(|_| next() as u8));
+    if let Some(bytes) = value_bytes {
+        let bytes = bytes as usize;
+        while value.len() < bytes {
+            value.extend_from_slice(&next().to_le_bytes()[..(bytes - value.len()).min(8)]);
+        }
+    }
     (key, value)
 }
 
@@ -83,7 +100,14 @@ pub(super) fn write_loop(args: WriteLoopArgs) -> Outcome {
     };
     let writer = |thread: u64| -> Result<(), Failure> {
         for index in 0..args.count {
-            let (key, value) = loop_pair(args.seed, args.keys, thread, args.threads, index);
+            let (key, value) = loop_pair(
+                args.seed,
+                args.keys,
+                thread,
+                args.threads,
+                index,
+                args.value_bytes,
+            );
             // The intent goes out before the store, so a kill during it leaves the reader knowing
             // which one write of this writer may or may not have happened.
             say(format!("pending {thread} {} {}", hex(&key), hex(&value)))?;
