@@ -83,9 +83,10 @@ pub struct FormatArgs {
 /// `--cache`: the host memory an image's indexes may use.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct CacheArgs {
-    /// Indexing DRAM per namespace, in MiB (pinned levels of the LSM presets, cached bucket pages
-    /// of `hash`). Default: a sixteenth of the image's capacity, at most 256 MiB, never less than
-    /// PinK's 0.1% of capacity plus the write buffer.
+    /// Indexing DRAM per namespace, in MiB (the LSM presets' write buffer, an eighth of it from 1
+    /// to 32 MiB, and their pinned levels; cached bucket pages of `hash`). Default: a sixteenth of
+    /// the image's capacity, at most 256 MiB, never less than PinK's 0.1% of capacity plus the
+    /// write buffer.
     #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
     pub cache: Option<u64>,
 }
