@@ -104,8 +104,10 @@ impl WriteBehind {
                 let Some(queue) = queue.upgrade() else {
                     return;
                 };
-                // A failed write is kept: every later drain and sync reports it.
-                let _ = queue.drain();
+                // As a command does, so that a slot queued by a command that found this drain
+                // running is not left behind. A failed write is kept: every later drain and sync
+                // reports it.
+                let _ = queue.drain_unless_draining();
             });
     }
 
