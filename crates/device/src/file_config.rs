@@ -44,8 +44,7 @@ impl DeviceConfig {
             let mut config = DeviceConfig::with_engine(engine);
             config.block = kvssd_engine::block::BlockConfig::new(geometry);
             config.block.space = config.space.clone();
-            split_budget(&mut config, budget);
-            config.engine.l0_bytes = host_l0_bytes(&config.engine, budget);
+            split_budget(&mut config, geometry, budget);
             config
         };
         config.durability = Durability::WriteAheadLog(SyncPolicy::EveryCommand);
@@ -72,13 +71,7 @@ impl DeviceConfig {
                     max: FILE_DRAM_BUDGET_BYTES_MAX,
                 })
             }
-            Some(bytes) => {
-                split_budget(&mut config, bytes);
-                if *geometry != Profile::test_min().geometry {
-                    config.engine.l0_bytes =
-                        host_l0_bytes(&EngineConfig::new(Preset::Pink, geometry), bytes);
-                }
-            }
+            Some(bytes) => split_budget(&mut config, geometry, bytes),
         }
         Ok(config)
     }
@@ -94,21 +87,26 @@ impl DeviceConfig {
 }
 
 /// Gives `bytes` of DRAM to the namespaces' indexes, and lets the index page cache use what they
-/// leave of it.
-fn split_budget(config: &mut DeviceConfig, bytes: u64) {
+/// leave of it. Outside `test_min` images (whose engine keeps its tiny L0), an LSM namespace's
+/// write buffer takes an eighth of it ([`host_l0_bytes`]).
+fn split_budget(config: &mut DeviceConfig, geometry: &Geometry, bytes: u64) {
+    if *geometry != Profile::test_min().geometry {
+        config.engine.l0_bytes = host_l0_bytes(geometry, bytes);
+    }
     config.index_cache_bytes = bytes;
     config.engine.dram_budget_bytes = bytes;
     config.hash.dram_budget_bytes = bytes;
     config.kaml.dram_budget_bytes = bytes;
 }
 
-/// The write buffer (L0) of an LSM namespace on a file image with `budget` bytes of DRAM: an
-/// eighth of it ([`FILE_L0_BUDGET_DIVISOR`]), between the engine's own (PinK's 1 MiB) and
-/// [`FILE_L0_BYTES_MAX`]. A flush writes its buffer's values in key order, so the values of a range
+/// The write buffer (L0) of an LSM namespace on a file image of `geometry` with `budget` bytes
+/// of DRAM: an eighth of it ([`FILE_L0_BUDGET_DIVISOR`]), between the engine's own (PinK's 1 MiB)
+/// and [`FILE_L0_BYTES_MAX`]. A flush writes its buffer's values in key order, so the values of a range
 /// of keys lie in as many places as the flushes that wrote them: a larger buffer lets a scan read
 /// neighbouring values with one `pread` (`DetachedRead::run_all`).
-fn host_l0_bytes(engine: &EngineConfig, budget: u64) -> u64 {
-    (budget / FILE_L0_BUDGET_DIVISOR).clamp(engine.l0_bytes, FILE_L0_BYTES_MAX.max(engine.l0_bytes))
+fn host_l0_bytes(geometry: &Geometry, budget: u64) -> u64 {
+    let pink = EngineConfig::new(Preset::Pink, geometry).l0_bytes;
+    (budget / FILE_L0_BUDGET_DIVISOR).clamp(pink, FILE_L0_BYTES_MAX.max(pink))
 }
 
 /// PinK's DRAM (§5.1): 0.1% of capacity for indexing, plus the write buffer (L0), the largest
