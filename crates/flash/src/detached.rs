@@ -90,11 +90,7 @@ impl DetachedRead {
     pub fn run(&self) -> Result<Option<Vec<u8>>> {
         let bytes = match self.queued_bytes() {
             Some(bytes) => bytes,
-            None => {
-                let mut bytes = vec![0u8; self.range.len()];
-                read_file(&self.source.file, &mut bytes, self.file_range().start)?;
-                bytes
-            }
+            None => self.read_from_file()?,
         };
         if !self.unerased() {
             return Ok(None);
@@ -141,9 +137,7 @@ impl DetachedRead {
                 group_end += 1;
             }
             if group_end == group + 1 {
-                let mut bytes = vec![0u8; first.range.len()];
-                read_file(&first.source.file, &mut bytes, start)?;
-                out[from_file[group]] = Some(bytes);
+                out[from_file[group]] = Some(first.read_from_file()?);
             } else {
                 span.resize((end - start) as usize, 0);
                 read_file(&first.source.file, &mut span, start)?;
@@ -169,6 +163,13 @@ impl DetachedRead {
         behind
             .queued(self.index)
             .map(|queued| queued[self.range.clone()].to_vec())
+    }
+
+    /// The range's bytes, read from the file in one `pread`.
+    fn read_from_file(&self) -> Result<Vec<u8>> {
+        let mut bytes = vec![0u8; self.range.len()];
+        read_file(&self.source.file, &mut bytes, self.file_range().start)?;
+        Ok(bytes)
     }
 
     /// Where the range lies in the file.
