@@ -40,8 +40,9 @@ pub struct WriteLoopArgs {
     /// store, and writers share the syncs that run at the same time.
     #[arg(long)]
     group: bool,
-    /// Pads each value with seeded bytes to this many bytes (values are 6 to 90 bytes without
-    /// it), so that a few thousand stores fill a write buffer of megabytes.
+    /// Pads each value with seeded bytes to this many bytes (without it, a value is its seed,
+    /// writer and index and 1 to 64 seeded bytes), so that a few thousand stores fill a write
+    /// buffer of megabytes.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     value_bytes: Option<u32>,
 }

@@ -389,6 +389,7 @@ pub(super) struct ScanRetrieval {
 impl ScanRetrieval {
     /// Reads the values: the pairs, or `None` if a read must be made again under the lock (a
     /// page erased since the scan, a checksum that failed, a record of another key).
+    ///
     /// The values' reads run together ([`DetachedRecord::finish_values`]): values that one flush
     /// wrote side by side, in key order, come in one `pread`.
     pub(super) fn finish(self) -> Result<Option<(Pairs, SimTime)>> {
