@@ -6,7 +6,7 @@ use crate::background::{JobId, Lane};
 use crate::compact::CompactMedia;
 use crate::fault::{Faults, InFlight};
 use crate::index_cache::{IndexCache, IndexCacheStats};
-use crate::media::{FileIo, FileMedia, Media, RamMedia, ReadFailure, SyncHandle};
+use crate::media::{FileIo, FileMedia, Media, PageBytes, RamMedia, ReadFailure, SyncHandle};
 use crate::timing::{Busy, Timeline};
 use crate::write_behind::WriteBehind;
 use crate::{
@@ -682,6 +682,42 @@ impl Flash {
         data: &[u8],
         oob: &[u8],
     ) -> Result<SimTime> {
+        self.program_bytes(at, page, purpose, PageBytes::Borrowed(data), oob)
+    }
+
+    /// [`Flash::program`] of a page buffer the caller is done with: file media writing behind
+    /// queue the buffer itself, with the OOB area appended, instead of a copy of it. A buffer
+    /// from [`Flash::page_buffer`] has room for that area already. Other media copy it as
+    /// [`Flash::program`] does; figures, counters and timing are the same either way.
+    pub fn program_owned(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+        data: Vec<u8>,
+        oob: &[u8],
+    ) -> Result<SimTime> {
+        self.program_bytes(at, page, purpose, PageBytes::Owned(data), oob)
+    }
+
+    /// A zeroed page of `page_bytes`, with room after it for the OOB area of a slot of file
+    /// media, for [`Flash::program_owned`].
+    pub fn page_buffer(&self) -> Vec<u8> {
+        let page = self.geometry.page_bytes as usize;
+        let mut buffer = Vec::with_capacity(page + self.geometry.oob_bytes as usize);
+        buffer.resize(page, 0);
+        buffer
+    }
+
+    fn program_bytes(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+        bytes: PageBytes<'_>,
+        oob: &[u8],
+    ) -> Result<SimTime> {
+        let data = bytes.as_slice();
         self.check_buffers(data.len(), oob.len())?;
         let slot = self.page_slot(page)?;
         if self.faults.power_cut {
@@ -723,7 +759,8 @@ impl Flash {
             match self.faults.in_flight_program() {
                 InFlight::Lost => {}
                 InFlight::Completed => {
-                    self.media.write(index, data, &self.oob_scratch, false)?;
+                    self.media
+                        .write(index, PageBytes::Borrowed(data), &self.oob_scratch, false)?;
                     self.blocks[slot].next_page += 1;
                     self.counters
                         .record_program(purpose, u64::from(self.geometry.page_bytes));
@@ -735,7 +772,12 @@ impl Flash {
                     for byte in &mut torn[cut..] {
                         *byte = !*byte;
                     }
-                    self.media.write(index, &torn, &self.oob_scratch, false)?;
+                    self.media.write(
+                        index,
+                        PageBytes::Borrowed(&torn),
+                        &self.oob_scratch,
+                        false,
+                    )?;
                     self.torn_pages.insert(index);
                     self.blocks[slot].next_page += 1;
                     self.counters
@@ -746,7 +788,7 @@ impl Flash {
         }
         let behind_allowed = self.faults.is_quiet();
         self.media
-            .write(index, data, &self.oob_scratch, behind_allowed)?;
+            .write(index, bytes, &self.oob_scratch, behind_allowed)?;
         self.blocks[slot].next_page += 1;
         self.counters
             .record_program(purpose, u64::from(self.geometry.page_bytes));

@@ -72,6 +72,22 @@ impl MediaKind {
     }
 }
 
+/// A page's payload for a program: borrowed, or a buffer the caller is done with, which file
+/// media writing behind queue as the page's slot without copying it.
+pub(crate) enum PageBytes<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl PageBytes<'_> {
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            PageBytes::Borrowed(bytes) => bytes,
+            PageBytes::Owned(bytes) => bytes,
+        }
+    }
+}
+
 pub(crate) enum Media {
     Ram(RamMedia),
     Compact(CompactMedia),
@@ -131,16 +147,18 @@ impl Media {
     pub(crate) fn write(
         &mut self,
         index: u64,
-        data: &[u8],
+        data: PageBytes<'_>,
         oob: &[u8],
         behind_allowed: bool,
     ) -> Result<()> {
         match self {
             Media::Ram(ram) => {
-                ram.write(index, data, oob);
+                ram.write(index, data.as_slice(), oob);
                 Ok(())
             }
-            Media::Compact(compact) => compact.write(index, data, oob).map_err(malformed),
+            Media::Compact(compact) => compact
+                .write(index, data.as_slice(), oob)
+                .map_err(malformed),
             Media::File(file) => file.write(index, data, oob, behind_allowed),
         }
     }
@@ -660,18 +678,32 @@ impl FileMedia {
     }
 
     /// Writes page `index`'s payload and OOB area in one `pwrite` of its slot.
-    fn write(&mut self, index: u64, data: &[u8], oob: &[u8], behind_allowed: bool) -> Result<()> {
+    fn write(
+        &mut self,
+        index: u64,
+        data: PageBytes<'_>,
+        oob: &[u8],
+        behind_allowed: bool,
+    ) -> Result<()> {
         if let Some(behind) = &self.behind {
             if behind_allowed {
-                let mut slot = Vec::with_capacity(self.layout.slot_bytes as usize);
-                slot.extend_from_slice(data);
+                let slot_bytes = self.layout.slot_bytes as usize;
+                let mut slot = match data {
+                    PageBytes::Owned(page) => page,
+                    PageBytes::Borrowed(page) => {
+                        let mut slot = Vec::with_capacity(slot_bytes);
+                        slot.extend_from_slice(page);
+                        slot
+                    }
+                };
                 slot.extend_from_slice(oob);
-                slot.resize(self.layout.slot_bytes as usize, 0);
+                slot.resize(slot_bytes, 0);
                 behind.queue(index, slot);
                 return Ok(());
             }
             behind.drain()?;
         }
+        let data = data.as_slice();
         let (payload, area) = self.slot.split_at_mut(data.len());
         payload.copy_from_slice(data);
         area[..oob.len()].copy_from_slice(oob);

@@ -384,3 +384,48 @@ fn writers_that_leave_their_pages_to_a_running_drain_leave_none_behind() {
         }
     }
 }
+
+#[test]
+fn a_page_handed_over_is_written_as_a_borrowed_page_is() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let block = BlockAddress { die: 0, block: 1 };
+    let image = |name: &str, owned: bool| {
+        let path = dir.path().join(name);
+        let mut flash = Flash::create(&path, geometry(), None).expect("create");
+        flash.set_write_behind(true).expect("write-behind on");
+        for number in 0..4u8 {
+            let oob = [number, 7, number];
+            let at = block.page(u32::from(number));
+            if owned {
+                // From the flash's own buffer, with room for the OOB area, and from a plain
+                // vector without it.
+                let mut data = if number % 2 == 0 {
+                    flash.page_buffer()
+                } else {
+                    page(0)
+                };
+                data.fill(number + 1);
+                data[0] = 0xA5;
+                flash
+                    .program_owned(0, at, Purpose::UserData, data, &oob)
+                    .expect("program an owned page");
+            } else {
+                let mut data = page(number + 1);
+                data[0] = 0xA5;
+                flash
+                    .program(0, at, Purpose::UserData, &data, &oob)
+                    .expect("program a borrowed page");
+            }
+        }
+        let mut expected = page(2);
+        expected[0] = 0xA5;
+        assert_eq!(read(&mut flash, block, 1), expected, "read from the queue");
+        flash.sync().expect("sync");
+        drop(flash);
+        std::fs::read(&path).expect("the image's bytes")
+    };
+    let borrowed = image("borrowed.kvssd", false);
+    let owned = image("owned.kvssd", true);
+    assert_eq!(borrowed.len(), owned.len());
+    assert!(borrowed == owned, "the two images differ");
+}

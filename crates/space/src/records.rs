@@ -135,7 +135,7 @@ impl Space {
         oob.extend_from_slice(&open.bitmap);
         let done = self
             .flash
-            .program(at, open.page, purpose, &open.buffer, &oob)?;
+            .program_owned(at, open.page, purpose, open.buffer, &oob)?;
         let _ = open.log;
         Ok(done)
     }
@@ -183,7 +183,7 @@ impl Space {
             let open = OpenPage {
                 page,
                 log: cursor,
-                buffer: vec![0u8; self.geometry.page_bytes as usize],
+                buffer: self.flash.page_buffer(),
                 bitmap: vec![0u8; layout::bitmap_bytes(per_page)],
                 used_chunks: 0,
             };
