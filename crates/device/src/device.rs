@@ -123,12 +123,13 @@ pub(crate) struct Shared {
     background: background::Signal,
 }
 
-/// The device's lock, held for one command. Dropping it releases the lock and then writes the
-/// pages the command programmed on file media ([`WriteBehind`]), unless another command is
-/// writing queued pages already: that one writes them too, and this command returns without
-/// waiting (reads find queued pages in the queue, and a sync writes them first). No lock is held
-/// across the `pwrite`s, so other commands run meanwhile. A write that fails is reported by every
-/// later command and sync.
+/// The device's lock, held for one command. Dropping it releases the lock, frees what the
+/// engines let go of meanwhile (the pairs of a flushed write buffer), and then writes the pages
+/// the command programmed on file media ([`WriteBehind`]), unless another command is writing
+/// queued pages already: that one writes them too, and this command returns without waiting
+/// for it while the queue is within its bound (reads find queued pages in the queue, and a sync
+/// writes them first). No lock is held across the `pwrite`s, so other commands run meanwhile.
+/// A write that fails is reported by every later command and sync.
 pub(crate) struct Locked<'a> {
     core: Option<MutexGuard<'a, Core>>,
     behind: Option<&'a WriteBehind>,
@@ -152,7 +153,10 @@ impl DerefMut for Locked<'_> {
 
 impl Drop for Locked<'_> {
     fn drop(&mut self) {
+        // What the engines let go of (a flushed write buffer) is freed after the lock.
+        let released = self.core.as_mut().map(|core| core.take_released());
         drop(self.core.take());
+        drop(released);
         if let Some(behind) = self.behind {
             if behind.queued_total() != self.queued_at_lock {
                 // A failure stays in the queue: the next command and every sync report it.
@@ -171,6 +175,15 @@ fn poisoned<T>(_: T) -> DeviceError {
 }
 
 impl Core {
+    /// What the namespaces' engines let go of, for the caller to drop after the lock
+    /// (`Engine::take_released`).
+    fn take_released(&mut self) -> Vec<Box<dyn Send>> {
+        self.namespaces
+            .values_mut()
+            .filter_map(|namespace| namespace.engine.take_released())
+            .collect()
+    }
+
     /// A core over a space, with no namespace and no durability.
     fn new(space: Space, config: DeviceConfig) -> Core {
         let value_bytes_max = config

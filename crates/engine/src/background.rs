@@ -84,11 +84,18 @@ impl<B> Flushing<B> {
     }
 
     /// A flush of `buffer` was recorded as `job` (`None`: it ran at once, so nothing is
-    /// immutable, and older immutable buffers would shadow what it wrote: they are dropped).
-    pub(crate) fn started(&mut self, buffer: B, job: Option<JobId>) {
+    /// immutable, and older immutable buffers would shadow what it wrote: they are dropped, and
+    /// `buffer` is handed back for its owner to drop).
+    pub(crate) fn started(&mut self, buffer: B, job: Option<JobId>) -> Option<B> {
         match job {
-            Some(job) => self.immutable.push_back((buffer, job)),
-            None => self.clear(),
+            Some(job) => {
+                self.immutable.push_back((buffer, job));
+                None
+            }
+            None => {
+                self.clear();
+                Some(buffer)
+            }
         }
     }
 
@@ -124,7 +131,7 @@ impl Flushing<()> {
             return t;
         }
         let t = self.wait(space, t);
-        self.started((), job);
+        let _ = self.started((), job);
         t
     }
 }

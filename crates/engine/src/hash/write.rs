@@ -174,7 +174,7 @@ impl HashIndex {
             self.flush_buffer(space, t, admission)
         });
         let done = result?;
-        self.flushing.started(buffer, job);
+        let _ = self.flushing.started(buffer, job);
         Ok(done)
     }
 

@@ -102,7 +102,7 @@ impl LsmTree {
             }
             if job.is_some() {
                 t = self.compacting.wait(space, t);
-                self.compacting.started((), job);
+                let _ = self.compacting.started((), job);
             }
         }
     }

@@ -196,4 +196,52 @@ impl Engine for LsmTree {
             levels: self.inspect_levels(),
         })
     }
+
+    fn take_released(&mut self) -> Option<Box<dyn Send>> {
+        self.released.take().map(|l0| Box::new(l0) as Box<dyn Send>)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kvssd_flash::{ControllerModel, Flash, Profile, TimingProfile};
+    use kvssd_space::Space;
+
+    use crate::{Engine, EngineConfig, LsmTree, Preset};
+
+    /// Puts until the tree has flushed once; returns how many pairs the L0 it left for the caller
+    /// to drop held, if it left one.
+    fn released_pairs_after_a_flush(timing: Option<TimingProfile>) -> Option<usize> {
+        let profile = Profile::test_min();
+        let flash = Flash::new(profile.geometry, timing).expect("flash");
+        let config = EngineConfig::test_min(Preset::Pink);
+        let mut space = Space::open(flash, config.space.clone()).expect("space");
+        let mut tree = LsmTree::open(&space, config).expect("tree");
+        let mut t = 0;
+        let mut id = 0u32;
+        while tree.activity.flushes == 0 {
+            t = tree
+                .put(&mut space, t, &id.to_be_bytes(), &[7; 16])
+                .expect("put");
+            id += 1;
+        }
+        let pairs = tree.released.as_ref().map(|l0| l0.len());
+        assert_eq!(tree.take_released().is_some(), pairs.is_some());
+        assert!(tree.take_released().is_none(), "handed over once");
+        pairs
+    }
+
+    /// A flush that ran at once leaves its write buffer for the caller to drop (a device drops it
+    /// after its lock); a flush of the controller's background thread keeps it readable instead.
+    #[test]
+    fn a_flush_that_ran_at_once_leaves_its_write_buffer_to_the_caller() {
+        let pairs = released_pairs_after_a_flush(None).expect("the flushed L0");
+        assert!(
+            pairs > 1,
+            "the flushed pairs, not the one that found L0 full"
+        );
+        let mut timing = TimingProfile::pink();
+        timing.controller = ControllerModel::Threads;
+        assert_eq!(released_pairs_after_a_flush(Some(timing)), None);
+    }
 }

@@ -197,6 +197,9 @@ pub struct LsmTree {
     meta_page: Vec<u8>,
     /// The last snapshot taken, handed out again until the tree changes (snapshots are pooled).
     snapshot_cache: Option<Arc<TreeSnapshot>>,
+    /// The L0 of the last flush that ran at once, if the caller has not taken it to drop
+    /// (`Engine::take_released`); replaced, and so dropped here, by the next one.
+    released: Option<Arc<L0Map>>,
     /// Per level: its DRAM (list, pinned segments, Bloom filters) with the fingerprint of the level
     /// it was computed for. Admission checks read the sum on every put, and computing a level's
     /// walks its segments, so only a level that changed (a merge rebuilt it) is walked again.
@@ -357,6 +360,7 @@ impl LsmTree {
             last_get_meta_reads: 0,
             meta_page: Vec::new(),
             snapshot_cache: None,
+            released: None,
             dram_level_cache: std::cell::RefCell::new(Vec::new()),
             config,
         })

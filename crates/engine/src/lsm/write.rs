@@ -164,7 +164,9 @@ impl LsmTree {
             self.flush_into_l1(space, t, admission)
         });
         let t = result?;
-        self.flushing.started(l0, job);
+        // A flush that ran at once hands its L0 back: kept for the caller to drop
+        // (`Engine::take_released`), so that freeing it need not hold the caller's locks.
+        self.released = self.flushing.started(l0, job);
         // The merges it made due, each a job of the compaction lane (see `cascade`).
         self.compact(space, t)
     }
