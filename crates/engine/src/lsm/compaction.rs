@@ -241,7 +241,7 @@ impl LsmTree {
     pub(super) fn reinsert(&mut self, pairs: BTreeMap<Vec<u8>, Vec<u8>>) {
         for (key, value) in pairs {
             self.cpu_pending.bytes_copied += (key.len() + value.len()) as u64;
-            self.l0_insert(Arc::from(key), Some(Arc::from(value)), true);
+            self.l0_insert(super::L0Key::new(&key), Some(Arc::from(value)), true);
             self.activity.gc_records_reinserted += 1;
         }
     }

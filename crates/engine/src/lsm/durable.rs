@@ -131,7 +131,7 @@ impl LsmTree {
                 _ => return Err(bad("unknown L0 entry kind")),
             };
             tree.key_len_max_seen = tree.key_len_max_seen.max(key.len());
-            tree.l0_insert(std::sync::Arc::from(key), value, from_gc);
+            tree.l0_insert(super::L0Key::new(&key), value, from_gc);
         }
         let levels = reader.count(21)?;
         // A tree formed under another DRAM budget may have more levels than this configuration

@@ -78,7 +78,41 @@ pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 /// L0: the write buffer's pairs by key. Keys and values are shared, so that a snapshot's copy of
 /// L0 (`Arc::make_mut` on the first write after it) copies the map's nodes and pointers alone: a
 /// file image's L0 holds up to 32 MiB of pairs.
-type L0Map = BTreeMap<Arc<[u8]>, L0Value>;
+type L0Map = BTreeMap<L0Key, L0Value>;
+
+/// A key of L0's map. Up to 32 bytes (PinK's keys) it is kept in the map's nodes, so a search
+/// compares keys without following a pointer to each: with keys behind `Arc`s, inserting into
+/// an L0 of 31,300 pairs of 1 KiB took about 600 ns and a lookup 430, against 330 and 230 (a
+/// scratch program, allocating a value between keys as the device does). A clone is one copy
+/// (a snapshot's copy-on-write of L0 clones every key; `SmallVec`'s own clone copies a byte at
+/// a time).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct L0Key(segment::Key);
+
+impl L0Key {
+    fn new(key: &[u8]) -> L0Key {
+        L0Key(segment::Key::from_slice(key))
+    }
+}
+
+impl Clone for L0Key {
+    fn clone(&self) -> L0Key {
+        L0Key::new(&self.0)
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for L0Key {
+    fn borrow(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for L0Key {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
 
 #[derive(Debug, Clone)]
 struct L0Value {

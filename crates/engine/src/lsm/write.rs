@@ -7,7 +7,9 @@ use kvssd_flash::{Lane, Purpose, SimTime};
 use kvssd_space::Space;
 
 use super::segment::{Entry, ENTRY_OVERHEAD_BYTES, HEADER_BYTES, TOMBSTONE};
-use super::{in_background, Admission, L0Map, L0Value, LsmTree, Result, L0_ENTRY_OVERHEAD_BYTES};
+use super::{
+    in_background, Admission, L0Key, L0Map, L0Value, LsmTree, Result, L0_ENTRY_OVERHEAD_BYTES,
+};
 use crate::EngineError;
 
 impl LsmTree {
@@ -119,7 +121,7 @@ impl LsmTree {
         self.count_l0_search(key);
         self.cpu_pending.bytes_copied += added;
         self.key_len_max_seen = self.key_len_max_seen.max(key.len());
-        self.l0_insert(Arc::from(key), value.map(Arc::from), false);
+        self.l0_insert(L0Key::new(key), value.map(Arc::from), false);
     }
 
     /// After staging: flushes L0 if it is over its size and runs background GC. A flush that
@@ -198,12 +200,12 @@ impl LsmTree {
         self.count_l0_search(key);
         self.cpu_pending.bytes_copied += added;
         self.key_len_max_seen = self.key_len_max_seen.max(key.len());
-        self.l0_insert(Arc::from(key), value.map(Arc::from), false);
+        self.l0_insert(L0Key::new(key), value.map(Arc::from), false);
         t = self.gc_in_background(space, t)?;
         Ok(self.charge(space, t))
     }
 
-    pub(super) fn l0_insert(&mut self, key: Arc<[u8]>, value: Option<Arc<[u8]>>, from_gc: bool) {
+    pub(super) fn l0_insert(&mut self, key: L0Key, value: Option<Arc<[u8]>>, from_gc: bool) {
         let added = Self::l0_pair_bytes(&key, value.as_deref());
         let key_bytes = key.len() as u64;
         match Arc::make_mut(&mut self.l0).insert(key.clone(), L0Value { value, from_gc }) {
