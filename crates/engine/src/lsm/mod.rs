@@ -75,9 +75,10 @@ type Picked = (Vec<u8>, std::result::Result<Vec<u8>, (u64, u32)>);
 /// The result type of the engine.
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
 
-/// L0: the write buffer's pairs by key. Keys and values are shared, so that a snapshot's copy of
-/// L0 (`Arc::make_mut` on the first write after it) copies the map's nodes and pointers alone: a
-/// file image's L0 holds up to 32 MiB of pairs.
+/// L0: the write buffer's pairs by key. Values are shared, and keys of up to 32 bytes are kept in
+/// the map's nodes ([`L0Key`]), so that a snapshot's copy of L0 (`Arc::make_mut` on the first
+/// write after it) copies the map's nodes, keys and pointers, not the values' bytes: a file
+/// image's L0 holds up to 32 MiB of pairs.
 type L0Map = BTreeMap<L0Key, L0Value>;
 
 /// A key of L0's map. Up to 32 bytes (PinK's keys) it is kept in the map's nodes, so a search

@@ -497,7 +497,7 @@ mod tests {
     /// snapshot's: it costs the map's nodes and its keys (kept in the nodes up to 32 bytes), not
     /// the values' bytes.
     #[test]
-    fn a_write_after_a_snapshot_shares_l0s_keys_and_values_with_it() {
+    fn a_write_after_a_snapshot_shares_l0s_values_with_it() {
         let profile = Profile::test_min();
         let flash = Flash::new(profile.geometry, None).expect("flash");
         let config = EngineConfig::test_min(Preset::Pink);
