@@ -66,8 +66,10 @@ impl LsmTree {
                 return Err(error);
             }
         };
-        // The values are on flash: free the buffer (unless an immutable L0 shares it) before the
-        // merge makes its pages.
+        // The values are on flash: the pairs are not needed here any more. A flush through
+        // `flush_in_background` still holds them, as an immutable L0 under the threads model or
+        // to leave them for its caller to free after its locks (`Engine::take_released`); a
+        // direct flush frees them now, before the merge makes its pages.
         drop(pairs);
         t = self.charge(space, written);
         t = self.merge_into(space, t, entries, 0)?;
