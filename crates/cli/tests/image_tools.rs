@@ -236,7 +236,13 @@ fn image_check_is_clean_then_reports_a_damaged_data_page() {
     ]));
     let clean = ok(&kvssd(&["check", path]));
     assert!(clean.contains("no problems found"), "{clean}");
-    assert!(!clean.contains("0 records read"), "{clean}");
+    let records_read: u64 = clean
+        .split(" records read")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|number| number.parse().ok())
+        .expect("a count of records read");
+    assert!(records_read > 0, "{clean}");
 
     // The first key written is long flushed to a data page. Flip a byte in the middle of every
     // copy of its value in the file (the live one is in a data page; stale log copies are never
