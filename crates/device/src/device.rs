@@ -58,6 +58,10 @@ pub(crate) struct Core {
     /// On file media: the log has reached twice its limit, and commands wait for the checkpoint
     /// thread to write one before they return.
     checkpoint_overdue: bool,
+    /// Pages of staged pairs the live checkpoint left out because it flushed them first
+    /// ([`kvssd_engine::Engine::flush_before_checkpoint`]): the log's limit counts them as part
+    /// of the checkpoint, as it counted them when checkpoints carried them.
+    checkpoint_flushed_pages: u64,
     namespaces: BTreeMap<u32, Namespace>,
     next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
@@ -202,6 +206,7 @@ impl Core {
             unlocked_file_io,
             checkpoint_due: false,
             checkpoint_overdue: false,
+            checkpoint_flushed_pages: 0,
             namespaces: BTreeMap::new(),
             next_namespace: 1,
             iterators: BTreeMap::new(),

@@ -355,3 +355,73 @@ fn device_file_syncs_only_where_the_policy_asks() {
         "{syncs_by_policy:?}"
     );
 }
+
+/// A checkpoint flushes an L0 that holds at least a quarter of its size instead of carrying it,
+/// carries a smaller one, and either way the image reopens with every store.
+#[test]
+fn device_file_checkpoint_flushes_a_filled_l0_first_and_loses_nothing() {
+    let path = image("checkpoint-flush");
+    let mut config = config();
+    // No checkpoint but the ones this test writes.
+    config.checkpoint_log_blocks = 6;
+    let profile = Profile::test_min();
+    let device = Device::create(&path, profile.geometry, None, config.clone()).expect("create");
+    let pink = device
+        .create_namespace(NamespaceSpec::new(Preset::Pink))
+        .expect("create pink");
+    let info = |device: &Device| {
+        let infos = device.list_namespaces().expect("list");
+        (infos[0].flushes, infos[0].l0_entries)
+    };
+    let mut stored = 0u32;
+    let mut t = 0;
+    let store = |device: &Device, t: &mut u64, stored: &mut u32| {
+        let key = format!("key{stored:04}").into_bytes();
+        let value = format!("value of {stored:04}").into_bytes();
+        *t = device
+            .store(*t, pink, &key, &value, StoreMode::Upsert)
+            .expect("store");
+        *stored += 1;
+    };
+    while info(&device).0 == 0 {
+        store(&device, &mut t, &mut stored);
+    }
+    let full = stored as u64;
+    assert!(
+        full >= 12,
+        "an L0 of {full} pairs is too small for this test"
+    );
+    for _ in 0..full / 2 {
+        store(&device, &mut t, &mut stored);
+    }
+    let (flushes, half) = info(&device);
+    assert_eq!(flushes, 1);
+    assert!(half >= full / 4, "L0 holds {half} of about {full} pairs");
+
+    t = device.checkpoint(t).expect("checkpoint");
+    assert_eq!(info(&device), (2, 0), "flushed before the checkpoint");
+    for _ in 0..2 {
+        store(&device, &mut t, &mut stored);
+    }
+    device.checkpoint(t).expect("checkpoint");
+    assert_eq!(info(&device), (2, 2), "an L0 under its share is carried");
+    let written = device
+        .durability_counts()
+        .expect("counts")
+        .checkpoints_written;
+    assert!(written >= 2);
+
+    drop(device);
+    let device = Device::open_path(&path, None, config).expect("reopen");
+    for n in 0..stored {
+        let key = format!("key{n:04}").into_bytes();
+        let found = device.retrieve(0, pink, &key, None).expect("retrieve").0;
+        assert_eq!(
+            found.map(|found| found.value),
+            Some(format!("value of {n:04}").into_bytes()),
+            "key {n} of {stored}"
+        );
+    }
+    drop(device);
+    let _ = std::fs::remove_file(&path);
+}

@@ -42,12 +42,33 @@ impl Core {
         let Some(shared) = self.journal.clone() else {
             return Ok(at);
         };
+        let (flushed, at) = self.flush_before_checkpoint(at)?;
         let mut journal = self.publish_for_checkpoint(&shared)?;
         let t = journal.checkpoint(&mut self.space, at, true)?;
+        self.checkpoint_flushed_pages = flushed;
         drop(journal);
         self.checkpoint_due = false;
         self.checkpoint_overdue = false;
         Ok(t)
+    }
+
+    /// Before a checkpoint that trims the log: each namespace flushes what it has staged if the
+    /// checkpoint would otherwise carry enough of it ([`kvssd_engine::Engine::flush_before_checkpoint`]:
+    /// an L0 at least a quarter full). Runs before the journal is locked, as any flush does: GC
+    /// may erase a block, and the erase hook writes a checkpoint of its own. Returns the pages
+    /// the pairs flushed would have taken in the checkpoint, and when the flushes finished.
+    fn flush_before_checkpoint(&mut self, at: SimTime) -> Result<(u64, SimTime)> {
+        let mut t = at;
+        let mut bytes = 0;
+        for namespace in self.namespaces.values_mut() {
+            let (flushed, done) = namespace
+                .engine
+                .flush_before_checkpoint(&mut self.space, t)?;
+            bytes += flushed;
+            t = done;
+        }
+        let page_bytes = u64::from(self.space.geometry().page_bytes);
+        Ok((bytes.div_ceil(page_bytes), t))
     }
 
     /// The namespace table and every tree's state published for a checkpoint that trims the
@@ -75,8 +96,10 @@ impl Core {
         let Some(shared) = self.journal.clone() else {
             return Ok(None);
         };
+        let (flushed, at) = self.flush_before_checkpoint(at)?;
         let mut journal = self.publish_for_checkpoint(&shared)?;
         let (_, sync) = journal.prepare_checkpoint(&mut self.space, at)?;
+        self.checkpoint_flushed_pages = flushed;
         drop(journal);
         self.checkpoint_due = false;
         self.checkpoint_overdue = false;
@@ -194,7 +217,8 @@ impl Core {
         let journal = shared.lock().map_err(poisoned)?;
         let floor =
             self.config.checkpoint_log_blocks.max(1) as u64 * u64::from(journal.pages_per_block());
-        let limit = floor.max(CHECKPOINT_LOG_RATIO * journal.checkpoint_pages());
+        let checkpoint_pages = journal.checkpoint_pages() + self.checkpoint_flushed_pages;
+        let limit = floor.max(CHECKPOINT_LOG_RATIO * checkpoint_pages);
         let due = journal.log_pages() >= limit;
         let overdue = journal.log_pages() >= 2 * limit;
         drop(journal);

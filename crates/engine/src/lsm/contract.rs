@@ -78,6 +78,14 @@ impl Engine for LsmTree {
         self.flush_l0(space, at)
     }
 
+    fn flush_before_checkpoint(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<(u64, SimTime)> {
+        LsmTree::flush_before_checkpoint(self, space, at)
+    }
+
     fn gc_candidate(&self, space: &Space) -> Option<u64> {
         LsmTree::gc_candidate(self, space)
     }
@@ -243,5 +251,58 @@ mod tests {
         let mut timing = TimingProfile::pink();
         timing.controller = ControllerModel::Threads;
         assert_eq!(released_pairs_after_a_flush(Some(timing)), None);
+    }
+}
+
+#[cfg(test)]
+mod checkpoint_tests {
+    use kvssd_flash::{Flash, Profile};
+    use kvssd_space::Space;
+
+    use super::super::write::CHECKPOINT_FLUSH_SHARE;
+    use crate::{EngineConfig, LsmTree, Preset};
+
+    /// Before a checkpoint, an L0 holding at least its share is flushed (and its bytes
+    /// reported); a smaller one is left for the checkpoint to carry.
+    #[test]
+    fn a_checkpoint_flushes_an_l0_past_its_share_and_leaves_a_smaller_one() {
+        let profile = Profile::test_min();
+        let flash = Flash::new(profile.geometry, None).expect("flash");
+        let config = EngineConfig::test_min(Preset::Pink);
+        let l0_bytes = config.l0_bytes;
+        let mut space = Space::open(flash, config.space.clone()).expect("space");
+        let mut tree = LsmTree::open(&space, config).expect("tree");
+        let mut t = 0;
+        let mut id = 0u32;
+        let mut put_until = |tree: &mut LsmTree, space: &mut Space, t: &mut u64, bytes: u64| {
+            while tree.l0_bytes() < bytes {
+                *t = tree
+                    .put(space, *t, &id.to_be_bytes(), &[7; 64])
+                    .expect("put");
+                id += 1;
+            }
+        };
+        let share = l0_bytes / CHECKPOINT_FLUSH_SHARE;
+        put_until(&mut tree, &mut space, &mut t, share / 2);
+        let (flushed, done) = tree
+            .flush_before_checkpoint(&mut space, t)
+            .expect("checkpoint flush");
+        assert_eq!((flushed, done), (0, t), "under its share, L0 stays");
+        assert_eq!(tree.activity.flushes, 0);
+
+        put_until(&mut tree, &mut space, &mut t, share);
+        let staged = tree.l0_bytes();
+        let (flushed, _) = tree
+            .flush_before_checkpoint(&mut space, t)
+            .expect("checkpoint flush");
+        assert_eq!(flushed, staged, "the whole L0 is flushed and reported");
+        assert_eq!(tree.l0_bytes(), 0);
+        assert_eq!(tree.activity.flushes, 1);
+        let (found, _) = tree.get(&mut space, t, &0u32.to_be_bytes()).expect("get");
+        assert_eq!(
+            found.as_deref(),
+            Some(&[7u8; 64][..]),
+            "flushed pairs read back"
+        );
     }
 }

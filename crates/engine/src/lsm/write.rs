@@ -12,6 +12,11 @@ use super::{
 };
 use crate::EngineError;
 
+/// A checkpoint that trims the log flushes L0 first when L0 holds at least this share (one over
+/// it) of its size ([`LsmTree::flush_before_checkpoint`]). Below it, encoding L0 costs less than
+/// a flush's merge into L1, which does not shrink with L0.
+pub(crate) const CHECKPOINT_FLUSH_SHARE: u64 = 4;
+
 impl LsmTree {
     /// Stores `value` under `key`, replacing any older version.
     ///
@@ -139,6 +144,31 @@ impl LsmTree {
         }
         t = self.gc_in_background(space, t)?;
         Ok(self.charge(space, t))
+    }
+
+    /// Before a checkpoint that trims the log: flushes L0 if it holds at least
+    /// 1 / [`CHECKPOINT_FLUSH_SHARE`] of its size, so that the checkpoint does not carry it.
+    /// Encoding L0 into a checkpoint costs about what flushing it costs, and is thrown away by
+    /// the next checkpoint, while the flush is work L0 needs anyway. Returns the bytes of pairs
+    /// flushed (0: none) and when the writer may go on; a flush refused for space leaves L0 to
+    /// the checkpoint.
+    pub fn flush_before_checkpoint(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+    ) -> Result<(u64, SimTime)> {
+        let bytes = self.l0_bytes;
+        if self.l0.is_empty() || bytes * CHECKPOINT_FLUSH_SHARE < self.config.l0_bytes {
+            return Ok((0, at));
+        }
+        self.snapshot_cache = None;
+        let t = match self.flush_in_background(space, at, Admission::Reserve) {
+            Ok(t) => t,
+            Err(EngineError::CapacityExceeded(_)) => return Ok((0, at)),
+            Err(error) => return Err(error),
+        };
+        let t = self.gc_in_background(space, t)?;
+        Ok((bytes, self.charge(space, t)))
     }
 
     /// Deletes `key` (stores a tombstone). Deletes may use the delete reserve, so they proceed on a
