@@ -658,7 +658,7 @@ impl Journal {
         let id = self.next_log_id;
         self.next_log_id += 1;
         let mut writer = LogWriter::new(self.page_bytes, id, 0).map_err(log_error)?;
-        let mut pages = writer.append(&encoded).map_err(log_error)?;
+        let mut pages = writer.append_unbounded(&encoded);
         drop(encoded);
         pages.extend(writer.flush());
         let mut extents: Vec<Extent> = Vec::new();

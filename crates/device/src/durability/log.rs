@@ -142,6 +142,14 @@ impl LogWriter {
                 bytes: record.len(),
             });
         }
+        Ok(self.append_unbounded(record))
+    }
+
+    /// [`LogWriter::append`] without [`RECORD_BYTES_MAX`], for a checkpoint: one record of every
+    /// index's DRAM state, which grows with the data (pinned levels of a few million keys take
+    /// more than 64 MiB). Its reader needs no such limit either: the root names the pages it lies
+    /// in, which bounds it.
+    pub fn append_unbounded(&mut self, record: &[u8]) -> Vec<Vec<u8>> {
         let mut full_pages = Vec::new();
         let mut rest = record;
         let mut first = true;
@@ -166,7 +174,7 @@ impl LogWriter {
             rest = &rest[take..];
             first = false;
             if last {
-                return Ok(full_pages);
+                return full_pages;
             }
             full_pages.push(self.finish_page());
         }
@@ -463,5 +471,26 @@ mod tests {
             Err(LogError::RecordTooLarge { .. })
         ));
         assert!(!writer.has_pending(), "a refused record writes nothing");
+    }
+
+    /// A record past the log's limit, as a large checkpoint is, frames and reads back whole.
+    #[test]
+    fn log_frames_a_record_past_the_limit_when_asked_to() {
+        let page_bytes = 8192;
+        let record: Vec<u8> = (0..RECORD_BYTES_MAX + 3 * page_bytes + 5)
+            .map(|n| (n % 251) as u8)
+            .collect();
+        let mut writer = LogWriter::new(page_bytes, 9, 0).expect("writer");
+        let mut pages = writer.append_unbounded(&record);
+        pages.extend(writer.flush());
+        assert!(pages.len() * page_bytes > RECORD_BYTES_MAX);
+        let mut reader = LogReader::new(9, 0);
+        for page in &pages {
+            assert!(reader.offer(Some(page)));
+        }
+        let (records, end) = reader.finish();
+        assert_eq!(end, LogEnd::Exhausted);
+        assert_eq!(records.len(), 1);
+        assert!(records[0] == record, "the record reads back unchanged");
     }
 }
