@@ -256,22 +256,17 @@ mod tests {
 
 #[cfg(test)]
 mod checkpoint_tests {
-    use kvssd_flash::{Flash, Profile};
     use kvssd_space::Space;
 
     use super::super::write::CHECKPOINT_FLUSH_SHARE;
-    use crate::{EngineConfig, LsmTree, Preset};
+    use crate::LsmTree;
 
     /// Before a checkpoint, an L0 holding at least its share is flushed (and its bytes
     /// reported); a smaller one is left for the checkpoint to carry.
     #[test]
     fn a_checkpoint_flushes_an_l0_past_its_share_and_leaves_a_smaller_one() {
-        let profile = Profile::test_min();
-        let flash = Flash::new(profile.geometry, None).expect("flash");
-        let config = EngineConfig::test_min(Preset::Pink);
-        let l0_bytes = config.l0_bytes;
-        let mut space = Space::open(flash, config.space.clone()).expect("space");
-        let mut tree = LsmTree::open(&space, config).expect("tree");
+        let (mut space, mut tree) = super::super::test_tree();
+        let l0_bytes = tree.config.l0_bytes;
         let mut t = 0;
         let mut id = 0u32;
         let mut put_until = |tree: &mut LsmTree, space: &mut Space, t: &mut u64, bytes: u64| {

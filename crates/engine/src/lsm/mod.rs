@@ -511,3 +511,14 @@ impl LsmTree {
         self.l0_bytes
     }
 }
+
+/// A `pink` tree on `test_min` flash without timing, and its space: the unit tests' tree.
+#[cfg(test)]
+pub(crate) fn test_tree() -> (Space, LsmTree) {
+    let profile = kvssd_flash::Profile::test_min();
+    let flash = kvssd_flash::Flash::new(profile.geometry, None).expect("flash");
+    let config = EngineConfig::test_min(crate::Preset::Pink);
+    let space = Space::open(flash, config.space.clone()).expect("space");
+    let tree = LsmTree::open(&space, config).expect("tree");
+    (space, tree)
+}

@@ -488,21 +488,12 @@ impl SnapshotIter {
 mod tests {
     use std::sync::Arc;
 
-    use kvssd_flash::{Flash, Profile};
-    use kvssd_space::Space;
-
-    use crate::{EngineConfig, LsmTree, Preset};
-
     /// The first write after a snapshot copies L0's map, and the copy shares every value with the
     /// snapshot's: it costs the map's nodes and its keys (kept in the nodes up to 32 bytes), not
     /// the values' bytes.
     #[test]
     fn a_write_after_a_snapshot_shares_l0s_values_with_it() {
-        let profile = Profile::test_min();
-        let flash = Flash::new(profile.geometry, None).expect("flash");
-        let config = EngineConfig::test_min(Preset::Pink);
-        let mut space = Space::open(flash, config.space.clone()).expect("space");
-        let mut tree = LsmTree::open(&space, config).expect("tree");
+        let (mut space, mut tree) = super::super::test_tree();
         for id in 0u8..10 {
             tree.put(&mut space, 0, &[b'k', id], &[id; 8]).expect("put");
         }
