@@ -40,8 +40,9 @@ pub trait EraseHook: Send {
 pub struct Part {
     /// Log records from this sequence number on must be replayed over the part.
     pub replay_from: u64,
-    /// The encoded state.
-    pub bytes: Vec<u8>,
+    /// The encoded state, shared so that a checkpoint can frame it while it programs pages
+    /// through the space layer.
+    pub bytes: std::sync::Arc<Vec<u8>>,
 }
 
 #[derive(Default)]
@@ -96,11 +97,13 @@ impl Space {
     /// number ([`Space::set_replay_lsn`]).
     pub fn publish_part(&mut self, key: u32, bytes: Vec<u8>) {
         let replay_from = self.durable.replay_lsn;
+        let bytes = std::sync::Arc::new(bytes);
         self.durable.parts.insert(key, Part { replay_from, bytes });
     }
 
     /// Publishes a part with an explicit replay sequence number.
     pub fn publish_part_at(&mut self, key: u32, replay_from: u64, bytes: Vec<u8>) {
+        let bytes = std::sync::Arc::new(bytes);
         self.durable.parts.insert(key, Part { replay_from, bytes });
     }
 

@@ -72,10 +72,8 @@ impl Checkpoint {
     }
 
     /// Encodes a checkpoint of these fields, borrowing the space layer's state and the parts,
-    /// into one buffer sized for them. A checkpoint carries whole indexes' DRAM state (12 MB of
-    /// pinned levels at 200,000 keys of `pink` on a file image); copied into an owned
-    /// [`Checkpoint`] first and into a buffer grown by doubling, it was copied about three times
-    /// under the device's lock.
+    /// into one buffer sized for them: [`Checkpoint::encode_head`], then each part's
+    /// [`part_header`] and bytes.
     pub fn encode_with(
         next_lsn: u64,
         next_namespace: u32,
@@ -83,12 +81,31 @@ impl Checkpoint {
         space: &[u8],
         parts: &[PartRef<'_>],
     ) -> Vec<u8> {
-        // Namespace specs and names are small; the reserve for them only saves a regrowth.
-        let bytes = 32
-            + namespaces.len() * 128
-            + space.len()
-            + parts.iter().map(|part| 16 + part.2.len()).sum::<usize>();
+        let head =
+            Checkpoint::encode_head(next_lsn, next_namespace, namespaces, space, parts.len());
+        let bytes = head.len() + parts.iter().map(|part| 16 + part.2.len()).sum::<usize>();
         let mut out = Vec::with_capacity(bytes);
+        out.extend_from_slice(&head);
+        for &part in parts {
+            out.extend_from_slice(&part_header(part));
+            out.extend_from_slice(part.2);
+        }
+        out
+    }
+
+    /// Everything of a checkpoint before its parts, each of which follows as its
+    /// [`part_header`] and its bytes. A checkpoint carries whole indexes' DRAM state (tens of
+    /// megabytes of pinned levels at a few million keys of `pink` on a file image): the journal
+    /// frames it from these pieces and the parts' own bytes, with no copy of the whole.
+    pub fn encode_head(
+        next_lsn: u64,
+        next_namespace: u32,
+        namespaces: &[(u32, NamespaceSpec)],
+        space: &[u8],
+        parts: usize,
+    ) -> Vec<u8> {
+        // Namespace specs and names are small; the reserve for them only saves a regrowth.
+        let mut out = Vec::with_capacity(32 + namespaces.len() * 128 + space.len());
         out.extend_from_slice(CHECKPOINT_MAGIC);
         out.extend_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
         out.extend_from_slice(&next_lsn.to_le_bytes());
@@ -101,13 +118,7 @@ impl Checkpoint {
         }
         out.extend_from_slice(&(space.len() as u32).to_le_bytes());
         out.extend_from_slice(space);
-        out.extend_from_slice(&(parts.len() as u32).to_le_bytes());
-        for &(namespace, replay_from, bytes) in parts {
-            out.extend_from_slice(&namespace.to_le_bytes());
-            out.extend_from_slice(&replay_from.to_le_bytes());
-            out.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            out.extend_from_slice(bytes);
-        }
+        out.extend_from_slice(&(parts as u32).to_le_bytes());
         out
     }
 
@@ -156,6 +167,15 @@ impl Checkpoint {
             parts,
         })
     }
+}
+
+/// A part's header in a checkpoint: namespace u32 | replay-from sequence u64 | length u32.
+pub fn part_header((namespace, replay_from, bytes): PartRef<'_>) -> [u8; 16] {
+    let mut header = [0u8; 16];
+    header[..4].copy_from_slice(&namespace.to_le_bytes());
+    header[4..12].copy_from_slice(&replay_from.to_le_bytes());
+    header[12..].copy_from_slice(&(bytes.len() as u32).to_le_bytes());
+    header
 }
 
 /// Which durability protocol a device image uses.

@@ -19,7 +19,9 @@ use std::sync::{Arc, Mutex};
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{EraseHook, Space, SpaceError, OOB_KIND_SYSTEM};
 
-use crate::durability::checkpoint::{Checkpoint, CheckpointLocation, Extent, Mode, PartRef, Root};
+use crate::durability::checkpoint::{
+    part_header, Checkpoint, CheckpointLocation, Extent, Mode, Root,
+};
 use crate::durability::log::LogWriter;
 use crate::durability::superblock::{self, SuperblockCopy};
 use crate::{DeviceError, NamespaceSpec};
@@ -643,30 +645,41 @@ impl Journal {
     ) -> Result<(SimTime, CheckpointLocation, u32), SpaceError> {
         let mut t = space.sync_all(at, Purpose::Checkpoint)?;
         let space_state = space.export_state();
-        let parts: Vec<PartRef<'_>> = space
+        // The parts are shared, not borrowed from the space, which programs the pages.
+        let parts: Vec<(u32, u64, std::sync::Arc<Vec<u8>>)> = space
             .parts()
             .iter()
-            .map(|(&namespace, part)| (namespace, part.replay_from, part.bytes.as_slice()))
+            .map(|(&namespace, part)| (namespace, part.replay_from, part.bytes.clone()))
             .collect();
-        let encoded = Checkpoint::encode_with(
+        let head = Checkpoint::encode_head(
             self.next_lsn,
             self.next_namespace,
             &self.namespaces,
             &space_state,
-            &parts,
+            parts.len(),
         );
+        let headers: Vec<[u8; 16]> = parts
+            .iter()
+            .map(|(namespace, replay_from, bytes)| {
+                part_header((*namespace, *replay_from, bytes.as_slice()))
+            })
+            .collect();
+        let mut pieces: Vec<&[u8]> = vec![&head];
+        for (header, (_, _, bytes)) in headers.iter().zip(&parts) {
+            pieces.push(header);
+            pieces.push(bytes);
+        }
         let id = self.next_log_id;
         self.next_log_id += 1;
         let mut writer = LogWriter::new(self.page_bytes, id, 0).map_err(log_error)?;
-        let mut pages = writer.append_unbounded(&encoded);
-        drop(encoded);
-        pages.extend(writer.flush());
         let mut extents: Vec<Extent> = Vec::new();
         let mut block = self.ckpt_blocks.last().copied();
         let mut next_page = self.ckpt_next_page;
         let issue = t;
-        for page in &pages {
-            if block.is_none() || next_page >= self.pages_per_block {
+        let pages_per_block = self.pages_per_block;
+        // Each page is programmed as the record fills it: no copy of the record, nor of its pages.
+        let mut program = |page: &[u8]| -> Result<(), SpaceError> {
+            if block.is_none() || next_page >= pages_per_block {
                 block = Some(space.take_system_block()?);
                 next_page = 0;
             }
@@ -684,6 +697,11 @@ impl Journal {
                 }),
             }
             next_page += 1;
+            Ok(())
+        };
+        writer.append_pieces(&pieces, &mut program)?;
+        if let Some(page) = writer.flush() {
+            program(&page)?;
         }
         let location = CheckpointLocation {
             log_id: id,

@@ -115,8 +115,9 @@ impl LogWriter {
         Ok(writer)
     }
 
+    /// Starts the next page: its header (the bytes after it are overwritten by fragments, and
+    /// those after the last are zeroed when the page is handed out).
     fn start_page(&mut self) {
-        self.page.fill(0);
         self.page[0..4].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
         self.page[4..8].copy_from_slice(&self.log_id.to_le_bytes());
         self.page[8..16].copy_from_slice(&self.next_page_number.to_le_bytes());
@@ -151,57 +152,99 @@ impl LogWriter {
     /// in, which bounds it.
     pub fn append_unbounded(&mut self, record: &[u8]) -> Vec<Vec<u8>> {
         let mut full_pages = Vec::new();
-        let mut rest = record;
+        let appended: Result<(), std::convert::Infallible> =
+            self.append_pieces(&[record], |page| {
+                full_pages.push(page.to_vec());
+                Ok(())
+            });
+        let Ok(()) = appended;
+        full_pages
+    }
+
+    /// [`LogWriter::append_unbounded`] of the record the `pieces` make end to end, handing each
+    /// page to `emit` as it fills rather than collecting copies: a checkpoint of tens of
+    /// megabytes is framed from the parts it is made of, a page at a time, with no copy of
+    /// itself. Stops at the first error `emit` returns (the caller then abandons the writer).
+    pub fn append_pieces<E>(
+        &mut self,
+        pieces: &[&[u8]],
+        mut emit: impl FnMut(&[u8]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut pieces = pieces.iter().copied().filter(|piece| !piece.is_empty());
+        let mut piece: &[u8] = pieces.next().unwrap_or(&[]);
+        let mut left: usize = piece.len() + pieces.clone().map(<[u8]>::len).sum::<usize>();
         let mut first = true;
         loop {
             let room = self.page_bytes - self.used;
             if room < FRAGMENT_HEADER_BYTES + 1 {
-                full_pages.push(self.finish_page());
+                self.emit_page(&mut emit)?;
                 continue;
             }
-            let take = rest
-                .len()
+            let take = left
                 .min(room - FRAGMENT_HEADER_BYTES)
                 .min(usize::from(u16::MAX));
-            let last = take == rest.len();
+            let last = take == left;
             let kind = match (first, last) {
                 (true, true) => FragmentType::Full,
                 (true, false) => FragmentType::First,
                 (false, false) => FragmentType::Middle,
                 (false, true) => FragmentType::Last,
             };
-            self.put_fragment(kind, &rest[..take]);
-            rest = &rest[take..];
+            // The fragment's payload, gathered from the pieces it spans.
+            let at = self.used + FRAGMENT_HEADER_BYTES;
+            let mut filled = 0;
+            while filled < take {
+                if piece.is_empty() {
+                    piece = pieces.next().unwrap_or(&[]);
+                    continue;
+                }
+                let n = piece.len().min(take - filled);
+                self.page[at + filled..at + filled + n].copy_from_slice(&piece[..n]);
+                piece = &piece[n..];
+                filled += n;
+            }
+            self.seal_fragment(kind, take);
+            left -= take;
             first = false;
             if last {
-                return full_pages;
+                return Ok(());
             }
-            full_pages.push(self.finish_page());
+            self.emit_page(&mut emit)?;
         }
     }
 
     /// Finishes the current page if it holds anything and returns it; the next record starts a new page.
     pub fn flush(&mut self) -> Option<Vec<u8>> {
-        self.has_pending().then(|| self.finish_page())
+        if !self.has_pending() {
+            return None;
+        }
+        let mut page = None;
+        let emitted: Result<(), std::convert::Infallible> = self.emit_page(|bytes: &[u8]| {
+            page = Some(bytes.to_vec());
+            Ok(())
+        });
+        let Ok(()) = emitted;
+        page
     }
 
-    fn put_fragment(&mut self, kind: FragmentType, payload: &[u8]) {
-        let at = self.used;
-        let length = payload.len() as u16;
-        self.page[at + 4..at + 6].copy_from_slice(&length.to_le_bytes());
-        self.page[at + 6] = kind as u8;
-        self.page[at + FRAGMENT_HEADER_BYTES..at + FRAGMENT_HEADER_BYTES + payload.len()]
-            .copy_from_slice(payload);
-        let crc = crc32c::crc32c(&self.page[at + 4..at + FRAGMENT_HEADER_BYTES + payload.len()]);
-        self.page[at..at + 4].copy_from_slice(&crc.to_le_bytes());
-        self.used += FRAGMENT_HEADER_BYTES + payload.len();
-    }
-
-    fn finish_page(&mut self) -> Vec<u8> {
-        let page = self.page.clone();
+    /// Hands the current page to `emit`, its bytes after the last fragment zeroed, and starts the
+    /// next.
+    fn emit_page<E>(&mut self, mut emit: impl FnMut(&[u8]) -> Result<(), E>) -> Result<(), E> {
+        self.page[self.used..].fill(0);
+        emit(&self.page)?;
         self.next_page_number += 1;
         self.start_page();
-        page
+        Ok(())
+    }
+
+    /// Writes the header of the fragment whose `length` payload bytes are in place after it.
+    fn seal_fragment(&mut self, kind: FragmentType, length: usize) {
+        let at = self.used;
+        self.page[at + 4..at + 6].copy_from_slice(&(length as u16).to_le_bytes());
+        self.page[at + 6] = kind as u8;
+        let crc = crc32c::crc32c(&self.page[at + 4..at + FRAGMENT_HEADER_BYTES + length]);
+        self.page[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+        self.used += FRAGMENT_HEADER_BYTES + length;
     }
 }
 
@@ -473,7 +516,8 @@ mod tests {
         assert!(!writer.has_pending(), "a refused record writes nothing");
     }
 
-    /// A record past the log's limit, as a large checkpoint is, frames and reads back whole.
+    /// A record past the log's limit, as a large checkpoint is, frames and reads back whole, and
+    /// framed from pieces (cut anywhere, some empty) it makes the same pages.
     #[test]
     fn log_frames_a_record_past_the_limit_when_asked_to() {
         let page_bytes = 8192;
@@ -492,5 +536,27 @@ mod tests {
         assert_eq!(end, LogEnd::Exhausted);
         assert_eq!(records.len(), 1);
         assert!(records[0] == record, "the record reads back unchanged");
+
+        let cuts = [
+            0,
+            1,
+            1,
+            7,
+            page_bytes - 3,
+            5 * page_bytes + 11,
+            record.len() - 2,
+        ];
+        let mut pieces: Vec<&[u8]> = cuts.windows(2).map(|cut| &record[cut[0]..cut[1]]).collect();
+        pieces.push(&record[record.len() - 2..]);
+        let mut writer = LogWriter::new(page_bytes, 9, 0).expect("writer");
+        let mut framed: Vec<Vec<u8>> = Vec::new();
+        writer
+            .append_pieces(&pieces, |page| {
+                framed.push(page.to_vec());
+                Ok::<(), ()>(())
+            })
+            .expect("framed");
+        framed.extend(writer.flush());
+        assert!(framed == pages, "pieces frame as the whole record does");
     }
 }
