@@ -102,10 +102,13 @@ impl Timeline {
         // watches no job, so this never stops early).
         kept.settle_lanes();
         let state = &kept.background.lanes[lane as usize];
-        let starts_later = !state.jobs.is_empty()
-            || kept
-                .background
-                .comes_after_played(state.next_start(&job), lane as usize);
+        let start = state.next_start(&job);
+        let starts_later = (!state.jobs.is_empty()
+            || kept.background.comes_after_played(start, lane as usize))
+            // The timeline itself may have played events at that very time before the job was
+            // recorded (a lower lane's phase starting at the clock): the copy, behind it, would
+            // play them after the job, in lane order.
+            && self.background.comes_after_played(start, lane as usize);
         if starts_later && kept.background.next_id == job.id {
             kept.background.enqueue(lane, job);
         } else {
