@@ -53,10 +53,11 @@ impl Core {
     }
 
     /// Before a checkpoint that trims the log: each namespace flushes what it has staged if the
-    /// checkpoint would otherwise carry enough of it ([`kvssd_engine::Engine::flush_before_checkpoint`]:
-    /// an L0 at least a quarter full). Runs before the journal is locked, as any flush does: GC
-    /// may erase a block, and the erase hook writes a checkpoint of its own. Returns the pages
-    /// the pairs flushed would have taken in the checkpoint, and when the flushes finished.
+    /// checkpoint would otherwise carry enough of it (an L0 at least a quarter full;
+    /// [`kvssd_engine::Engine::flush_before_checkpoint`]). Runs before the journal is locked, as
+    /// any flush does: GC may erase a block, and the erase hook writes a checkpoint of its own.
+    /// Returns the pages the pairs flushed would have taken in the checkpoint, and when the
+    /// flushes finished.
     fn flush_before_checkpoint(&mut self, at: SimTime) -> Result<(u64, SimTime)> {
         let mut t = at;
         let mut bytes = 0;
