@@ -106,8 +106,8 @@ impl Timeline {
         let starts_later = (!state.jobs.is_empty()
             || kept.background.comes_after_played(start, lane as usize))
             // The timeline itself may have played events at that very time before the job was
-            // recorded (a lower lane's phase starting at the clock): the copy, behind it, would
-            // play them after the job, in lane order.
+            // recorded (a phase of this lane or of one after it in lane order, starting at the
+            // clock): the copy, behind it, would play them after the job, in lane order.
             && self.background.comes_after_played(start, lane as usize);
         if starts_later && kept.background.next_id == job.id {
             kept.background.enqueue(lane, job);
