@@ -143,14 +143,6 @@ impl LogWriter {
                 bytes: record.len(),
             });
         }
-        Ok(self.append_unbounded(record))
-    }
-
-    /// [`LogWriter::append`] without [`RECORD_BYTES_MAX`], for a checkpoint: one record of every
-    /// index's DRAM state, which grows with the data (pinned levels of a few million keys take
-    /// more than 64 MiB). Its reader needs no such limit either: the root names the pages it lies
-    /// in, which bounds it.
-    pub fn append_unbounded(&mut self, record: &[u8]) -> Vec<Vec<u8>> {
         let mut full_pages = Vec::new();
         let appended: Result<(), std::convert::Infallible> =
             self.append_pieces(&[record], |page| {
@@ -158,13 +150,15 @@ impl LogWriter {
                 Ok(())
             });
         let Ok(()) = appended;
-        full_pages
+        Ok(full_pages)
     }
 
-    /// [`LogWriter::append_unbounded`] of the record the `pieces` make end to end, handing each
-    /// page to `emit` as it fills rather than collecting copies: a checkpoint of tens of
-    /// megabytes is framed from the parts it is made of, a page at a time, with no copy of
-    /// itself. Stops at the first error `emit` returns (the caller then abandons the writer).
+    /// Appends the record the `pieces` make end to end, as [`LogWriter::append`] does but without
+    /// [`RECORD_BYTES_MAX`], handing each page to `emit` as it fills. For a checkpoint: one record
+    /// of every index's DRAM state, which grows with the data (pinned levels of a few million keys
+    /// take more than 64 MiB), framed from the parts it is made of a page at a time, with no copy
+    /// of itself. Its reader needs no limit either: the root names the pages it lies in. Stops at
+    /// the first error `emit` returns (the caller then abandons the writer).
     pub fn append_pieces<E>(
         &mut self,
         pieces: &[&[u8]],
@@ -519,14 +513,24 @@ mod tests {
     /// A record past the log's limit, as a large checkpoint is, frames and reads back whole, and
     /// framed from pieces (cut anywhere, some empty) it makes the same pages.
     #[test]
-    fn log_frames_a_record_past_the_limit_when_asked_to() {
+    fn log_frames_a_record_past_the_limit_from_pieces() {
         let page_bytes = 8192;
         let record: Vec<u8> = (0..RECORD_BYTES_MAX + 3 * page_bytes + 5)
             .map(|n| (n % 251) as u8)
             .collect();
-        let mut writer = LogWriter::new(page_bytes, 9, 0).expect("writer");
-        let mut pages = writer.append_unbounded(&record);
-        pages.extend(writer.flush());
+        let frame = |pieces: &[&[u8]]| {
+            let mut writer = LogWriter::new(page_bytes, 9, 0).expect("writer");
+            let mut pages: Vec<Vec<u8>> = Vec::new();
+            writer
+                .append_pieces(pieces, |page| {
+                    pages.push(page.to_vec());
+                    Ok::<(), ()>(())
+                })
+                .expect("framed");
+            pages.extend(writer.flush());
+            pages
+        };
+        let pages = frame(&[&record]);
         assert!(pages.len() * page_bytes > RECORD_BYTES_MAX);
         let mut reader = LogReader::new(9, 0);
         for page in &pages {
@@ -545,18 +549,12 @@ mod tests {
             page_bytes - 3,
             5 * page_bytes + 11,
             record.len() - 2,
+            record.len(),
         ];
-        let mut pieces: Vec<&[u8]> = cuts.windows(2).map(|cut| &record[cut[0]..cut[1]]).collect();
-        pieces.push(&record[record.len() - 2..]);
-        let mut writer = LogWriter::new(page_bytes, 9, 0).expect("writer");
-        let mut framed: Vec<Vec<u8>> = Vec::new();
-        writer
-            .append_pieces(&pieces, |page| {
-                framed.push(page.to_vec());
-                Ok::<(), ()>(())
-            })
-            .expect("framed");
-        framed.extend(writer.flush());
-        assert!(framed == pages, "pieces frame as the whole record does");
+        let pieces: Vec<&[u8]> = cuts.windows(2).map(|cut| &record[cut[0]..cut[1]]).collect();
+        assert!(
+            frame(&pieces) == pages,
+            "pieces frame as the whole record does"
+        );
     }
 }
