@@ -27,6 +27,7 @@ mod durable;
 pub mod fuzzing;
 mod gc;
 mod layout;
+mod packed;
 mod pointer;
 mod pool;
 mod records;
@@ -42,6 +43,7 @@ pub use layout::{
     RecordHeader, LARGE_HEADER_BYTES, OOB_KIND_DATA, OOB_KIND_LARGE, OOB_KIND_META,
     RECORD_HEADER_BYTES,
 };
+pub use packed::{PackedRecords, Placement, RecordPacker};
 pub use pointer::{PageIndex, RecordPointer};
 
 /// Longest key a record can carry, in bytes (its length is one byte in the header).

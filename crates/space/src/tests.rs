@@ -453,3 +453,113 @@ fn space_victims_with_equal_garbage_go_least_erased_first() {
         "every block is erased more than once"
     );
 }
+
+#[test]
+fn space_packed_records_program_the_pages_appending_would() {
+    let records: Vec<(Vec<u8>, Vec<u8>, bool)> = (0..120u32)
+        .map(|i| {
+            let key = format!("key{i:04}").into_bytes();
+            // A record larger than a page among them: not packed.
+            let len = if i == 50 { 700 } else { (i * 7 % 90) as usize };
+            (key, vec![(i % 251) as u8; len], i % 5 == 0)
+        })
+        .collect();
+    let mut appended = space();
+    let mut expected = Vec::new();
+    for (key, value, _) in &records {
+        let (pointer, _) = appended
+            .append_record(0, Purpose::UserData, 3, key, value)
+            .expect("append");
+        expected.push(pointer);
+    }
+    appended.sync(0, 3, Purpose::UserData).expect("sync");
+
+    let mut packed_space = space();
+    let packer = packed_space.record_packer(3);
+    let packed = packer.pack(
+        records
+            .iter()
+            .map(|(key, value, gc)| (key.as_slice(), value.as_slice(), *gc)),
+    );
+    assert_eq!(packed.placements()[50], Placement::Unpacked);
+    let live = vec![true; records.len()];
+    // The large record goes where appending it would: after the packed pages, so this space
+    // programs it last; compare the small records and their pages.
+    let (pointers, _) = packed_space
+        .program_packed(0, packed, &live)
+        .expect("program");
+    assert_eq!(pointers[50], None);
+    let (key, value, _) = &records[50];
+    packed_space
+        .append_record(0, Purpose::UserData, 3, key, value)
+        .expect("append the large record");
+    packed_space.sync(0, 3, Purpose::UserData).expect("sync");
+    for (i, (key, value, _)) in records.iter().enumerate() {
+        if i == 50 {
+            continue;
+        }
+        let pointer = pointers[i].expect("a live packed record has a pointer");
+        let (record, _) = packed_space
+            .read_record(0, pointer, Purpose::UserData)
+            .expect("read");
+        assert_eq!((&record.key, &record.value), (key, value), "record {i}");
+        if i < 50 {
+            // Before the large record both spaces wrote the same pages in the same places.
+            assert_eq!(pointer, expected[i], "record {i}");
+            let page = pointer.page();
+            let (a, _) = appended
+                .read_page(0, page, Purpose::UserData)
+                .expect("read");
+            let (b, _) = packed_space
+                .read_page(0, page, Purpose::UserData)
+                .expect("read");
+            assert!(a == b, "page of record {i} differs");
+        }
+    }
+    assert_eq!(
+        packed_space.stats().records_appended,
+        appended.stats().records_appended
+    );
+}
+
+#[test]
+fn space_packed_records_not_live_are_not_counted_and_empty_pages_are_dropped() {
+    let records: Vec<(Vec<u8>, Vec<u8>)> = (0..60u32)
+        .map(|i| (format!("k{i:03}").into_bytes(), vec![i as u8; 100]))
+        .collect();
+    let mut space = space();
+    let packed = space.record_packer(1).pack(
+        records
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_slice(), false)),
+    );
+    let pages = packed.pages();
+    // Only the records of the first page are live.
+    let first_page_records = packed
+        .placements()
+        .iter()
+        .filter(|placement| matches!(placement, Placement::Packed { page: 0, .. }))
+        .count();
+    assert!(first_page_records > 0 && pages > 2);
+    let live: Vec<bool> = (0..records.len())
+        .map(|i| i < first_page_records / 2)
+        .collect();
+    let before = space.flash().counters().total().programs;
+    let (pointers, _) = space.program_packed(0, packed, &live).expect("program");
+    space.sync(0, 1, Purpose::UserData).expect("sync");
+    assert_eq!(space.flash().counters().total().programs - before, 1);
+    let footprint = space.record_footprint(4, 100);
+    assert_eq!(
+        space.valid_bytes(),
+        footprint * (first_page_records / 2) as u64
+    );
+    for (i, pointer) in pointers.iter().enumerate() {
+        assert_eq!(pointer.is_some(), live[i], "record {i}");
+        if let Some(pointer) = pointer {
+            let (record, _) = space
+                .read_record(0, *pointer, Purpose::UserData)
+                .expect("read");
+            assert_eq!(record.value, records[i].1);
+        }
+    }
+}
