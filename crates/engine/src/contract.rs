@@ -28,6 +28,7 @@ use kvssd_flash::SimTime;
 use kvssd_space::{RecordPointer, Space};
 
 use crate::lsm::inspect::SegmentView;
+use crate::lsm::DetachedFlush;
 use crate::{DramUsage, EngineError, Pairs, TreeSnapshot};
 
 /// The result type of the contract.
@@ -297,6 +298,38 @@ pub trait Engine: Send {
     /// the check skips the namespace).
     fn levels_view(&self) -> Option<LevelsView> {
         None
+    }
+
+    /// Whether the staged pairs fill enough of their buffer for a flush prepared away from the
+    /// caller's lock ([`Engine::detach_flush`]) and none is out. Only a caller that runs such
+    /// flushes asks. By default false.
+    fn flush_detachable(&self) -> bool {
+        false
+    }
+
+    /// The staged pairs as they are, for a flush whose costly part runs away from the caller's
+    /// lock: [`DetachedFlush::prepare`] without it, then [`Engine::attach_flush`] under it. Only
+    /// if they fill enough of their buffer (a smaller share `for_checkpoint`, which then leaves
+    /// them out as [`Engine::flush_before_checkpoint`] would) and none is out. Changes no key's
+    /// value; the pairs stay staged and readable until the flush is attached. By default `None`
+    /// (the LSM engine prepares them).
+    fn detach_flush(&mut self, space: &Space, for_checkpoint: bool) -> Option<DetachedFlush> {
+        let _ = (space, for_checkpoint);
+        None
+    }
+
+    /// Writes what a prepared flush packed for the pairs still staged as they were when it was
+    /// detached, and goes on as a flush does (merges, background GC); pairs written since stay
+    /// staged. Changes no key's value. A flush made meanwhile, or a refusal for space, leaves
+    /// the pairs staged and is not an error; failures are returned as a flush's are.
+    fn attach_flush(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        flush: DetachedFlush,
+    ) -> Result<SimTime> {
+        let _ = (space, flush);
+        Ok(at)
     }
 
     /// DRAM structures it has let go of and left for the caller to drop, if any (`None` by

@@ -51,6 +51,7 @@ pub use contract::{
 pub use cpu::{CpuCosts, CpuCounts};
 pub use error::EngineError;
 pub use lsm::{
-    IterStats, LsmEngine, LsmTree, Pairs, Plan, SnapshotEntry, SnapshotIter, TreeSnapshot,
+    DetachedFlush, IterStats, LsmEngine, LsmTree, Pairs, Plan, SnapshotEntry, SnapshotIter,
+    TreeSnapshot,
 };
 pub use stats::{BloomLevelStats, DramUsage, EngineStats, LevelStats, ReadHistogram};

@@ -6,6 +6,10 @@
 //! `h - k - 1` meta pages. At the end the run must have exercised flushes, compactions into the last
 //! level, and GC of meta and data blocks many times. A failure prints the seed and how to replay it:
 //! `KVSSD_SEED=<seed> cargo test -p kvssd-engine --test model`.
+//!
+//! The `detached` runs also prepare flushes as a device on a file does
+//! (`LsmEngine::detach_flush`), and attach each after a random number of further operations, so
+//! that pairs are overwritten, deleted and added between the two, and some flushes come between.
 
 use std::collections::BTreeMap;
 
@@ -20,7 +24,7 @@ use common::{key_of, value_of};
 const OPERATIONS: usize = 30_000;
 const KEY_SPACE: u64 = 500;
 
-fn run(preset: Preset, seed: u64) -> Result<String, String> {
+fn run(preset: Preset, seed: u64, detached: bool) -> Result<String, String> {
     let profile = Profile::test_min();
     let flash = Flash::new(profile.geometry, Some(profile.timing)).map_err(|e| e.to_string())?;
     let mut config = EngineConfig::test_min(preset);
@@ -36,7 +40,34 @@ fn run(preset: Preset, seed: u64) -> Result<String, String> {
     let value_max = engine.value_bytes_max().min(1500);
     let bounded = preset != Preset::Lightstore;
     let mut max_reads = 0;
+    // A prepared flush and the step at which it is attached.
+    let mut out: Option<(kvssd_engine::DetachedFlush, usize)> = None;
+    let mut attached = 0u64;
+    let mut kept_pairs = 0u64;
     for step in 0..OPERATIONS {
+        if detached {
+            match out.take() {
+                Some((mut flush, due)) if due <= step => {
+                    flush.prepare();
+                    let flushes = engine.stats().flushes;
+                    now = engine
+                        .attach_flush(now, flush)
+                        .map_err(|e| format!("step {step}, attach: {e}"))?;
+                    if engine.stats().flushes > flushes {
+                        attached += 1;
+                        // Pairs written since it was detached stayed in L0.
+                        kept_pairs += u64::from(engine.tree().l0_bytes() > 0);
+                    }
+                }
+                Some(pending) => out = Some(pending),
+                None => {
+                    let for_checkpoint = rng.next_u64() % 4 == 0;
+                    out = engine
+                        .detach_flush(for_checkpoint)
+                        .map(|flush| (flush, step + (rng.next_u64() % 40) as usize));
+                }
+            }
+        }
         let id = rng.next_u64() % KEY_SPACE;
         let key = key_of(id);
         let roll = rng.next_u64() % 100;
@@ -129,7 +160,15 @@ fn run(preset: Preset, seed: u64) -> Result<String, String> {
         }
     }
     let stats = engine.stats();
-    let report = format!("{stats}\n  max meta reads per GET {max_reads}");
+    let report = format!(
+        "{stats}\n  max meta reads per GET {max_reads}, flushes attached {attached} ({kept_pairs} \
+         keeping pairs written since)"
+    );
+    if detached && (attached < 100 || kept_pairs < 50) {
+        return Err(format!(
+            "only {attached} prepared flushes were attached\n{report}"
+        ));
+    }
     let checks = [
         ("flushes", stats.flushes, 100),
         ("compactions", stats.compactions, 20),
@@ -170,12 +209,17 @@ fn seeds() -> Vec<u64> {
 }
 
 fn check(preset: Preset) {
+    check_with(preset, false);
+}
+
+fn check_with(preset: Preset, detached: bool) {
     for seed in seeds() {
-        match run(preset, seed) {
+        match run(preset, seed, detached) {
             Ok(report) => println!("{preset} seed {seed}\n{report}"),
             Err(error) => panic!(
-                "{preset} failed with seed {seed}: {error}\nreplay: KVSSD_SEED={seed} cargo test -p kvssd-engine --test model {}",
-                preset.name().replace('-', "_")
+                "{preset} failed with seed {seed}: {error}\nreplay: KVSSD_SEED={seed} cargo test -p kvssd-engine --test model {}{}",
+                preset.name().replace('-', "_"),
+                if detached { "_detached" } else { "" }
             ),
         }
     }
@@ -199,6 +243,16 @@ fn model_pink_range() {
 #[test]
 fn model_lightstore() {
     check(Preset::Lightstore);
+}
+
+#[test]
+fn model_pink_detached() {
+    check_with(Preset::Pink, true);
+}
+
+#[test]
+fn model_lightstore_detached() {
+    check_with(Preset::Lightstore, true);
 }
 
 #[test]

@@ -55,6 +55,7 @@ impl LsmTree {
         let pairs = std::mem::take(&mut self.l0);
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
         let l0_key_bytes = std::mem::replace(&mut self.l0_key_bytes, 0);
+        self.l0_epoch += 1;
         let result = self.write_values(space, t, &pairs);
         let (entries, written) = match result {
             Ok(done) => done,
@@ -217,6 +218,7 @@ impl LsmTree {
         let pairs = std::mem::take(&mut self.l0);
         let l0_bytes = std::mem::replace(&mut self.l0_bytes, 0);
         let l0_key_bytes = std::mem::replace(&mut self.l0_key_bytes, 0);
+        self.l0_epoch += 1;
         match self.write_values(space, at, &pairs) {
             Ok((entries, written)) => {
                 let t = self.charge(space, written);

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use kvssd_flash::SimTime;
 use kvssd_space::Space;
 
-use super::{LsmTree, Pairs, TreeSnapshot};
+use super::{DetachedFlush, LsmTree, Pairs, TreeSnapshot};
 use crate::contract::{
     Capabilities, Engine, EngineReport, LevelsView, Located, LocatedPairs, Result,
 };
@@ -84,6 +84,23 @@ impl Engine for LsmTree {
         at: SimTime,
     ) -> Result<(u64, SimTime)> {
         LsmTree::flush_before_checkpoint(self, space, at)
+    }
+
+    fn flush_detachable(&self) -> bool {
+        LsmTree::flush_detachable(self)
+    }
+
+    fn detach_flush(&mut self, space: &Space, for_checkpoint: bool) -> Option<DetachedFlush> {
+        LsmTree::detach_flush(self, space, for_checkpoint)
+    }
+
+    fn attach_flush(
+        &mut self,
+        space: &mut Space,
+        at: SimTime,
+        flush: DetachedFlush,
+    ) -> Result<SimTime> {
+        LsmTree::attach_flush(self, space, at, flush)
     }
 
     fn gc_candidate(&self, space: &Space) -> Option<u64> {
@@ -166,6 +183,7 @@ impl Engine for LsmTree {
             ],
             counters: vec![
                 ("flushes", stats.flushes),
+                ("flushes_detached", self.activity.flushes_detached),
                 ("compactions", stats.compactions),
                 ("gc_meta_victims", stats.gc_meta_victims),
                 ("gc_data_victims", stats.gc_data_victims),
@@ -206,7 +224,11 @@ impl Engine for LsmTree {
     }
 
     fn take_released(&mut self) -> Option<Box<dyn Send>> {
-        self.released.take().map(|l0| Box::new(l0) as Box<dyn Send>)
+        let detached = std::mem::take(&mut self.released_detached);
+        match self.released.take() {
+            None if detached.is_empty() => None,
+            l0 => Some(Box::new((l0, detached)) as Box<dyn Send>),
+        }
     }
 }
 

@@ -97,6 +97,16 @@ impl LsmEngine {
         self.tree.flush_l0(&mut self.space, at)
     }
 
+    /// See [`LsmTree::detach_flush`].
+    pub fn detach_flush(&mut self, for_checkpoint: bool) -> Option<super::DetachedFlush> {
+        self.tree.detach_flush(&self.space, for_checkpoint)
+    }
+
+    /// See [`LsmTree::attach_flush`].
+    pub fn attach_flush(&mut self, at: SimTime, flush: super::DetachedFlush) -> Result<SimTime> {
+        self.tree.attach_flush(&mut self.space, at, flush)
+    }
+
     /// DRAM by part.
     pub fn dram_usage(&self) -> DramUsage {
         self.tree.dram_usage()

@@ -21,6 +21,7 @@
 pub(crate) mod bloom;
 mod compaction;
 mod contract;
+mod detached;
 mod durable;
 mod gc;
 pub mod inspect;
@@ -39,6 +40,7 @@ use kvssd_flash::SimTime;
 
 mod engine;
 mod snapshot;
+pub use detached::DetachedFlush;
 pub use engine::LsmEngine;
 use kvssd_space::Space;
 pub use snapshot::{IterStats, SnapshotEntry, SnapshotIter, TreeSnapshot};
@@ -139,6 +141,9 @@ enum Step {
     Nothing,
     /// Flush of L0 into L1.
     Flush,
+    /// Flush of L0 into L1 whose values were packed onto this many data pages beforehand
+    /// (`detached`).
+    FlushPacked(u64),
     /// Merge of level `i` (0-based) into `i + 1`.
     Merge(usize),
     /// Writing a pinned level's segments to flash.
@@ -155,6 +160,8 @@ enum Admission {
 #[derive(Debug, Clone, Copy, Default)]
 struct Activity {
     flushes: u64,
+    /// Flushes whose values were packed away from the caller's lock (`detached`).
+    flushes_detached: u64,
     compactions: u64,
     last_level_compactions: u64,
     compactions_deferred: u64,
@@ -207,6 +214,11 @@ pub struct LsmTree {
     l0_key_bytes: u64,
     /// Set while GC flushes L0 to make room for re-inserted records, so it does not recurse.
     flushing_for_gc: bool,
+    /// Flushes of L0 so far: a flush prepared away from the lock (`detached`) is placed only if
+    /// none came between.
+    l0_epoch: u64,
+    /// The epoch of the flush prepared away from the lock and not yet placed, if any.
+    detached_epoch: Option<u64>,
     levels: Vec<Level>,
     l1_entries: u64,
     levels_max: usize,
@@ -235,6 +247,9 @@ pub struct LsmTree {
     /// The L0 of the last flush that ran at once, if the caller has not taken it to drop
     /// (`Engine::take_released`); replaced, and so dropped here, by the next one.
     released: Option<Arc<L0Map>>,
+    /// What the last flush prepared away from the lock let go of (the L0 it replaced, the pairs
+    /// it took), for the caller to drop likewise.
+    released_detached: Vec<Arc<L0Map>>,
     /// Per level: its DRAM (list, pinned segments, Bloom filters) with the fingerprint of the level
     /// it was computed for. Admission checks read the sum on every put, and computing a level's
     /// walks its segments, so only a level that changed (a merge rebuilt it) is walked again.
@@ -376,6 +391,8 @@ impl LsmTree {
             l0_bytes: 0,
             l0_key_bytes: 0,
             flushing_for_gc: false,
+            l0_epoch: 0,
+            detached_epoch: None,
             levels: Vec::new(),
             l1_entries,
             levels_max,
@@ -396,6 +413,7 @@ impl LsmTree {
             meta_page: Vec::new(),
             snapshot_cache: None,
             released: None,
+            released_detached: Vec::new(),
             dram_level_cache: std::cell::RefCell::new(Vec::new()),
             config,
         })

@@ -14,13 +14,17 @@ impl LsmTree {
     pub(super) fn blocks_needed(&self, space: &Space, step: Step) -> u64 {
         let (data_pages, meta_pages) = match step {
             Step::Nothing => (0, 0),
-            Step::Flush => {
-                let data = space.data_pages_needed(
+            Step::Flush | Step::FlushPacked(_) => {
+                let mut data = space.data_pages_needed(
                     self.config.namespace,
                     self.l0.iter().filter_map(|(key, value)| {
                         value.value.as_ref().map(|v| (key.len(), v.len()))
                     }),
                 );
+                if let Step::FlushPacked(packed) = step {
+                    // Pairs overwritten since they were packed are programmed all the same.
+                    data = data.max(packed);
+                }
                 let upper = self.l0_key_bytes + self.l0.len() as u64 * ENTRY_OVERHEAD_BYTES as u64;
                 (data, self.merge_pages_needed(upper, 0))
             }
@@ -101,7 +105,7 @@ impl LsmTree {
         let mut rounds = 0u64;
         loop {
             let mut needed = self.blocks_needed(space, step);
-            if let Step::Flush = step {
+            if let Step::Flush | Step::FlushPacked(_) = step {
                 // What L0 adds must not leave the tree unable to merge all the way down: that merge
                 // is what turns deletes and overwrites into free space. Deletes may use half of
                 // this reserve: they add no data, and their merges are what give space back.
