@@ -293,6 +293,16 @@ impl Device {
     /// limit); without it, the command syncs the file without the lock (so the checkpoint's own
     /// syncs find little left to write) and writes the checkpoint itself.
     fn after_command(&self, core: Locked<'_>, done: SimTime) -> Result<SimTime> {
+        // A write buffer half full is flushed by the background thread, its values packed
+        // without the lock, before a command finds it full and flushes it itself.
+        if self.checkpointer.is_some()
+            && core
+                .namespaces
+                .values()
+                .any(|namespace| namespace.engine.flush_detachable())
+        {
+            self.shared.background.request_flush();
+        }
         let due = core.checkpoint_due;
         if due && self.checkpointer.is_some() {
             let overdue = core.checkpoint_overdue;

@@ -1,6 +1,10 @@
-//! The checkpoint thread: on an untimed file image with a write-ahead log, the checkpoint a full
-//! log calls for is written by a thread of the device's own, so the command that filled the log
-//! returns at once and the others go on while the file is synced.
+//! The device's background thread: on an untimed file image with a write-ahead log, the
+//! checkpoint a full log calls for is written by a thread of the device's own, so the command
+//! that filled the log returns at once and the others go on while the file is synced. The same
+//! thread flushes write buffers (L0) once they are half full: it packs their values onto pages
+//! without the lock ([`kvssd_engine::DetachedFlush::prepare`]), then takes the lock to place the
+//! pages, merge the keys into L1 and compact ([`kvssd_engine::Engine::attach_flush`]), so that
+//! a command rarely finds L0 full and flushes it itself.
 //!
 //! A command that finds the log at its limit asks the thread for a checkpoint
 //! ([`Signal::request`]) after releasing the device's lock. The thread syncs the file without the
@@ -34,7 +38,9 @@ pub(crate) struct Signal {
 struct State {
     /// A checkpoint was asked for and the thread has not started on it.
     requested: bool,
-    /// The thread is writing a checkpoint.
+    /// A flush of the write buffers was asked for and the thread has not started on it.
+    flush_requested: bool,
+    /// The thread is writing a checkpoint or flushing.
     running: bool,
     /// The device is being dropped or closed: the thread ends.
     stop: bool,
@@ -58,10 +64,22 @@ impl Signal {
         }
     }
 
-    /// Returns once the thread has written the checkpoint asked for (or has ended).
+    /// Asks the thread to flush the write buffers that are half full.
+    pub(crate) fn request_flush(&self) {
+        let mut state = self.state();
+        if !state.flush_requested {
+            state.flush_requested = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Returns once the thread has done what was asked of it (or has ended).
     pub(crate) fn wait_idle(&self) -> Result<()> {
         let mut state = self.state();
-        while (state.requested || state.running) && !state.stop && state.failure.is_none() {
+        while (state.requested || state.flush_requested || state.running)
+            && !state.stop
+            && state.failure.is_none()
+        {
             state = self
                 .changed
                 .wait(state)
@@ -87,21 +105,26 @@ impl Signal {
         ))
     }
 
-    /// Waits for a request; `false` once the thread is to end.
-    fn next(&self) -> bool {
+    /// Waits for a request; `None` once the thread is to end. A checkpoint goes first: it
+    /// flushes what a flush would first, and the log must not outgrow its limit while flushes
+    /// keep coming.
+    fn next(&self) -> Option<Job> {
         let mut state = self.state();
-        while !state.requested && !state.stop {
+        while !state.requested && !state.flush_requested && !state.stop {
             state = self
                 .changed
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
         if state.stop {
-            return false;
+            return None;
         }
-        state.requested = false;
         state.running = true;
-        true
+        if std::mem::take(&mut state.requested) {
+            return Some(Job::Checkpoint);
+        }
+        state.flush_requested = false;
+        Some(Job::Flush)
     }
 
     /// Records the end of a checkpoint; `false` if it failed (the thread ends).
@@ -121,13 +144,22 @@ impl Signal {
     }
 }
 
-/// Starts the checkpoint thread of a device.
+/// What the thread was asked for.
+enum Job {
+    Flush,
+    Checkpoint,
+}
+
+/// Starts the background thread of a device.
 pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
-        .name("kvssd-checkpoint".into())
+        .name("kvssd-background".into())
         .spawn(move || {
-            while shared.background.next() {
-                let outcome = shared.checkpoint_in_background();
+            while let Some(job) = shared.background.next() {
+                let outcome = match job {
+                    Job::Flush => shared.flush_detached(false).map(|_| ()),
+                    Job::Checkpoint => shared.checkpoint_in_background(),
+                };
                 if !shared.background.finished(outcome) {
                     break;
                 }
@@ -136,6 +168,41 @@ pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
 }
 
 impl Shared {
+    /// Flushes the write buffers that hold enough (a quarter of their size `for_checkpoint`,
+    /// half otherwise): their values are packed onto pages without the lock, then the pages are
+    /// placed and the keys merged under it. Returns the bytes of pairs flushed.
+    fn flush_detached(&self, for_checkpoint: bool) -> Result<u64> {
+        let mut flushes: Vec<_> = {
+            let mut locked = self.lock()?;
+            let core = &mut *locked;
+            let space = &core.space;
+            core.namespaces
+                .values_mut()
+                .filter_map(|namespace| namespace.engine.detach_flush(space, for_checkpoint))
+                .collect()
+        };
+        if flushes.is_empty() {
+            return Ok(0);
+        }
+        for flush in &mut flushes {
+            flush.prepare();
+        }
+        let mut locked = self.lock()?;
+        let core = &mut *locked;
+        let mut flushed = 0;
+        for flush in flushes {
+            // A namespace deleted meanwhile has nothing to flush (ids are never reused).
+            let Some(namespace) = core.namespaces.get_mut(&flush.namespace()) else {
+                continue;
+            };
+            let before = namespace.engine.staged_dram_bytes();
+            let at = core.space.flash().quiescent_at();
+            namespace.engine.attach_flush(&mut core.space, at, flush)?;
+            flushed += before.saturating_sub(namespace.engine.staged_dram_bytes());
+        }
+        Ok(flushed)
+    }
+
     /// The checkpoint a full log asked for (nothing, if another command wrote one meanwhile).
     fn checkpoint_in_background(&self) -> Result<()> {
         // Every page written so far goes to stable storage first, without the lock. Then, under
@@ -154,13 +221,16 @@ impl Shared {
         if let Some(handle) = handle {
             handle.sync().map_err(SpaceError::from)?;
         }
+        // A write buffer the checkpoint would otherwise carry is flushed first, its values
+        // packed without the lock.
+        let flushed = self.flush_detached(true)?;
         let prepared = {
             let mut core = self.lock()?;
             if !core.checkpoint_due {
                 return Ok(());
             }
             let at = core.space.flash().quiescent_at();
-            core.prepare_checkpoint(at)?
+            core.prepare_checkpoint(at, flushed)?
         };
         let Some((handle, id)) = prepared else {
             return Ok(());
@@ -203,7 +273,7 @@ impl super::Device {
     pub fn prepare_checkpoint_now(&self) -> Result<Option<u32>> {
         let mut core = self.shared.lock()?;
         let at = core.space.flash().quiescent_at();
-        Ok(core.prepare_checkpoint(at)?.map(|(_, id)| id))
+        Ok(core.prepare_checkpoint(at, 0)?.map(|(_, id)| id))
     }
 
     /// The rest: syncs without the lock, names checkpoint `id` in a superblock copy (unless a

@@ -90,14 +90,19 @@ impl Core {
     /// ([`crate::durability::journal::Journal::prepare_checkpoint`]): the sync it must run
     /// without the lock before [`Core::name_checkpoint`], or `None` if the checkpoint is
     /// already whole.
+    /// `flushed_bytes`: pairs the caller flushed for it just before (the background thread's
+    /// flush, [`kvssd_engine::Engine::detach_flush`]), counted with those it flushes itself.
     pub(super) fn prepare_checkpoint(
         &mut self,
         at: SimTime,
+        flushed_bytes: u64,
     ) -> Result<Option<(kvssd_flash::SyncHandle, u32)>> {
         let Some(shared) = self.journal.clone() else {
             return Ok(None);
         };
         let (flushed, at) = self.flush_before_checkpoint(at)?;
+        let page_bytes = u64::from(self.space.geometry().page_bytes);
+        let flushed = flushed + flushed_bytes.div_ceil(page_bytes);
         let mut journal = self.publish_for_checkpoint(&shared)?;
         let (_, sync) = journal.prepare_checkpoint(&mut self.space, at)?;
         self.checkpoint_flushed_pages = flushed;
