@@ -62,6 +62,11 @@ pub(crate) struct Core {
     /// ([`kvssd_engine::Engine::flush_before_checkpoint`]): the log's limit counts them as part
     /// of the checkpoint, as it counted them when checkpoints carried them.
     checkpoint_flushed_pages: u64,
+    /// On file media with the background thread: device-wide GC runs there, not in commands.
+    gc_on_thread: bool,
+    /// A command found free blocks below the device-wide threshold: the background thread is
+    /// to collect once the lock is released.
+    gc_wanted: bool,
     namespaces: BTreeMap<u32, Namespace>,
     next_namespace: u32,
     iterators: BTreeMap<u64, OpenIterator>,
@@ -207,6 +212,8 @@ impl Core {
             checkpoint_due: false,
             checkpoint_overdue: false,
             checkpoint_flushed_pages: 0,
+            gc_on_thread: false,
+            gc_wanted: false,
             namespaces: BTreeMap::new(),
             next_namespace: 1,
             iterators: BTreeMap::new(),
@@ -267,6 +274,7 @@ impl Device {
             }
         }
         let background_checkpoints = core.unlocked_file_io && core.journal.is_some();
+        core.gc_on_thread = background_checkpoints;
         let shared = Arc::new(Shared {
             core: Mutex::new(core),
             syncing: logging::SyncGate::default(),
@@ -274,12 +282,15 @@ impl Device {
             sync_after_commands,
             background: background::Signal::default(),
         });
-        // Should the thread not start, commands write their checkpoints themselves.
+        // Should the thread not start, commands write their checkpoints and collect themselves.
         let checkpointer = if background_checkpoints {
             background::spawn(Arc::clone(&shared)).ok()
         } else {
             None
         };
+        if background_checkpoints && checkpointer.is_none() {
+            shared.core.lock().map_err(poisoned)?.gc_on_thread = false;
+        }
         Ok(Device {
             shared,
             checkpointer,
@@ -292,7 +303,10 @@ impl Device {
     /// only asks it for the checkpoint (and waits for it only if the log has grown to twice its
     /// limit); without it, the command syncs the file without the lock (so the checkpoint's own
     /// syncs find little left to write) and writes the checkpoint itself.
-    fn after_command(&self, core: Locked<'_>, done: SimTime) -> Result<SimTime> {
+    fn after_command(&self, mut core: Locked<'_>, done: SimTime) -> Result<SimTime> {
+        if std::mem::take(&mut core.gc_wanted) {
+            self.shared.background.request_gc();
+        }
         // A write buffer half full is flushed by the background thread, its values packed
         // without the lock, before a command finds it full and flushes it itself.
         if self.checkpointer.is_some()

@@ -163,6 +163,12 @@ fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
             stats.flash.of(Purpose::Gc).erases > 0,
             "{preset:?}: GC never erased a block, so reads never raced an erase"
         );
+        // On a file, device-wide GC runs on the device's background thread (commands collect
+        // only when their engine's own threshold is reached first).
+        assert!(
+            stats.device_gc_victims > 0,
+            "{preset:?}: device-wide GC never collected a victim"
+        );
         let device = Arc::into_inner(device).expect("the workers are done");
         device.close(0).expect("close");
         let device = Device::open_path(&path, None, config).expect("reopen");

@@ -4,7 +4,8 @@
 //! thread flushes write buffers (L0) once they are half full: it packs their values onto pages
 //! without the lock ([`kvssd_engine::DetachedFlush::prepare`]), then takes the lock to place the
 //! pages, merge the keys into L1 and compact ([`kvssd_engine::Engine::attach_flush`]), so that
-//! a command rarely finds L0 full and flushes it itself.
+//! a command rarely finds L0 full and flushes it itself. It also runs device-wide GC when a
+//! command finds free blocks below the device's threshold, one victim per hold of the lock.
 //!
 //! A command that finds the log at its limit asks the thread for a checkpoint
 //! ([`Signal::request`]) after releasing the device's lock. The thread syncs the file without the
@@ -40,6 +41,8 @@ struct State {
     requested: bool,
     /// A flush of the write buffers was asked for and the thread has not started on it.
     flush_requested: bool,
+    /// Device-wide GC was asked for and the thread has not started on it.
+    gc_requested: bool,
     /// The thread is writing a checkpoint or flushing.
     running: bool,
     /// The device is being dropped or closed: the thread ends.
@@ -73,10 +76,20 @@ impl Signal {
         }
     }
 
+    /// Asks the thread for device-wide GC, one victim at a time, until free blocks are back at
+    /// the threshold.
+    pub(crate) fn request_gc(&self) {
+        let mut state = self.state();
+        if !state.gc_requested {
+            state.gc_requested = true;
+            self.changed.notify_all();
+        }
+    }
+
     /// Returns once the thread has done what was asked of it (or has ended).
     pub(crate) fn wait_idle(&self) -> Result<()> {
         let mut state = self.state();
-        while (state.requested || state.flush_requested || state.running)
+        while (state.requested || state.flush_requested || state.gc_requested || state.running)
             && !state.stop
             && state.failure.is_none()
         {
@@ -110,7 +123,7 @@ impl Signal {
     /// keep coming.
     fn next(&self) -> Option<Job> {
         let mut state = self.state();
-        while !state.requested && !state.flush_requested && !state.stop {
+        while !state.requested && !state.flush_requested && !state.gc_requested && !state.stop {
             state = self
                 .changed
                 .wait(state)
@@ -123,8 +136,11 @@ impl Signal {
         if std::mem::take(&mut state.requested) {
             return Some(Job::Checkpoint);
         }
-        state.flush_requested = false;
-        Some(Job::Flush)
+        if std::mem::take(&mut state.flush_requested) {
+            return Some(Job::Flush);
+        }
+        state.gc_requested = false;
+        Some(Job::Gc)
     }
 
     /// Records the end of a checkpoint; `false` if it failed (the thread ends).
@@ -148,6 +164,7 @@ impl Signal {
 enum Job {
     Flush,
     Checkpoint,
+    Gc,
 }
 
 /// Starts the background thread of a device.
@@ -159,6 +176,7 @@ pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
                 let outcome = match job {
                     Job::Flush => shared.flush_detached(false).map(|_| ()),
                     Job::Checkpoint => shared.checkpoint_in_background(),
+                    Job::Gc => shared.collect_in_background(),
                 };
                 if !shared.background.finished(outcome) {
                     break;
@@ -201,6 +219,18 @@ impl Shared {
             flushed += before.saturating_sub(namespace.engine.staged_dram_bytes());
         }
         Ok(flushed)
+    }
+
+    /// Device-wide GC, one victim under each hold of the lock, so that commands run between
+    /// victims, until free blocks are back at the threshold or no namespace offers a victim.
+    fn collect_in_background(&self) -> Result<()> {
+        loop {
+            let mut core = self.lock()?;
+            let at = core.space.flash().quiescent_at();
+            if core.collect_one_victim(at)?.is_none() {
+                return Ok(());
+            }
+        }
     }
 
     /// The checkpoint a full log asked for (nothing, if another command wrote one meanwhile).

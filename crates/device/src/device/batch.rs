@@ -149,7 +149,7 @@ impl Core {
                 t = found.engine.settle(space, t)?;
             }
         }
-        let t = self.device_gc(t, false)?;
+        let t = self.gc_after_command(t)?;
         self.after_logged_command(t)
     }
 }

@@ -131,13 +131,45 @@ impl Core {
     /// job of the controller's background thread.
     pub(super) fn device_gc(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
         self.space.begin_background(at, Lane::Gc);
-        let result = self.collect_garbage(at, eager);
+        let result = self.collect_garbage(at, eager, u64::MAX);
         self.space.end_background();
-        result
+        Ok(result?.0)
     }
 
-    fn collect_garbage(&mut self, at: SimTime, eager: bool) -> Result<SimTime> {
+    /// After a command: [`Core::device_gc`] while free blocks are below the device-wide
+    /// threshold; with the background thread running, only a note for it to collect once the
+    /// lock is released ([`Device::after_command`]). A command's engine still collects itself
+    /// when its own threshold, below the device's, is reached first.
+    pub(super) fn gc_after_command(&mut self, at: SimTime) -> Result<SimTime> {
+        if self.gc_on_thread {
+            self.gc_wanted |= self.space.free_blocks() < self.config.gc_threshold_blocks;
+            return Ok(at);
+        }
+        self.device_gc(at, false)
+    }
+
+    /// One victim of device-wide GC, for the background thread: `None` if free blocks are at
+    /// the threshold or no namespace offers a victim, else when it was collected.
+    pub(super) fn collect_one_victim(&mut self, at: SimTime) -> Result<Option<SimTime>> {
+        if self.space.free_blocks() >= self.config.gc_threshold_blocks {
+            return Ok(None);
+        }
+        self.space.begin_background(at, Lane::Gc);
+        let result = self.collect_garbage(at, false, 1);
+        self.space.end_background();
+        let (t, victims) = result?;
+        Ok((victims > 0).then_some(t))
+    }
+
+    /// Collects up to `victims_max` victims; returns when it finished and how many it took.
+    fn collect_garbage(
+        &mut self,
+        at: SimTime,
+        eager: bool,
+        victims_max: u64,
+    ) -> Result<(SimTime, u64)> {
         let mut t = at;
+        let mut victims = 0;
         let target = if eager {
             2 * self.config.gc_threshold_blocks
         } else {
@@ -147,7 +179,7 @@ impl Core {
         // Namespaces whose candidate could not be relocated this time.
         let mut skipped: BTreeSet<u32> = BTreeSet::new();
         for _ in 0..rounds_max {
-            if self.space.free_blocks() >= target {
+            if self.space.free_blocks() >= target || victims >= victims_max {
                 break;
             }
             // The victim with the least valid data among those each namespace's own policy
@@ -173,13 +205,14 @@ impl Core {
                 Some(done) => {
                     t = done;
                     self.device_gc_victims += 1;
+                    victims += 1;
                 }
                 None => {
                     skipped.insert(id);
                 }
             }
         }
-        Ok(t)
+        Ok((t, victims))
     }
 
     pub(super) fn retrieve(
