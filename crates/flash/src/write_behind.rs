@@ -36,8 +36,13 @@ pub struct WriteBehind {
     failed: std::sync::atomic::AtomicBool,
     writes: std::sync::atomic::AtomicU64,
     queued_total: std::sync::atomic::AtomicU64,
+    /// Slots queued past which a caller waits for room: `QUEUED_MAX`, or that many more than
+    /// are left of what a background writer was let queue ([`WriteBehind::allow_queued`]).
+    room: std::sync::atomic::AtomicUsize,
     /// Wakes the drainer thread, if one runs ([`WriteBehind::start_drainer`]).
     drainer: Arc<Drainer>,
+    /// Whether the drainer thread started.
+    drainer_started: std::sync::atomic::AtomicBool,
 }
 
 /// What the drainer thread waits on.
@@ -80,7 +85,9 @@ impl WriteBehind {
             failed: std::sync::atomic::AtomicBool::new(false),
             writes: std::sync::atomic::AtomicU64::new(0),
             queued_total: std::sync::atomic::AtomicU64::new(0),
+            room: std::sync::atomic::AtomicUsize::new(QUEUED_MAX),
             drainer: Arc::new(Drainer::default()),
+            drainer_started: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -92,7 +99,7 @@ impl WriteBehind {
     pub(crate) fn start_drainer(self: &Arc<Self>) {
         let queue = Arc::downgrade(self);
         let drainer = Arc::clone(&self.drainer);
-        let _ = std::thread::Builder::new()
+        let started = std::thread::Builder::new()
             .name("kvssd-write-behind".to_string())
             .spawn(move || loop {
                 {
@@ -114,8 +121,11 @@ impl WriteBehind {
                 // As a command does, so that a slot queued by a command that found this drain
                 // running is not left behind. A failed write is kept: every later drain and sync
                 // reports it.
-                let _ = queue.drain_unless_draining();
-            });
+                let _ = queue.drain_held_unless_draining();
+            })
+            .is_ok();
+        self.drainer_started
+            .store(started, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Queues page `index`'s slot (payload then OOB area), replacing an older queued version.
@@ -192,7 +202,32 @@ impl WriteBehind {
     /// a sync drains first. While more than `QUEUED_MAX` (1,024) slots are queued, waits for the
     /// running drain to bring the queue back to that bound (not to empty it), so the queue stays
     /// bounded and a caller that queued one page does not wait for the thousands a flush queued.
+    ///
+    /// While slots a background writer was allowed beyond the bound are queued
+    /// ([`WriteBehind::allow_queued`]), they are the drainer thread's to write: a caller leaves
+    /// them, and its own, to it rather than write thousands of pages it did not queue.
     pub fn drain_unless_draining(&self) -> Result<()> {
+        if self
+            .drainer_started
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            let queued = lock(&self.queued).len();
+            let room = self.room();
+            if room > QUEUED_MAX && queued <= room {
+                let mut state = lock(&self.drainer.state);
+                if !state.asked {
+                    state.asked = true;
+                    self.drainer.wake.notify_one();
+                }
+                return self.failure();
+            }
+        }
+        self.drain_held_unless_draining()
+    }
+
+    /// [`WriteBehind::drain_unless_draining`] without leaving allowed slots to the drainer
+    /// thread: what that thread runs.
+    fn drain_held_unless_draining(&self) -> Result<()> {
         loop {
             let mut failed = match self.draining.try_lock() {
                 Ok(failed) => failed,
@@ -215,12 +250,29 @@ impl WriteBehind {
         }
     }
 
-    /// Waits while more than `QUEUED_MAX` slots are queued and a drain is writing them. Returns
-    /// `true` once the queue is within its bound (or a write failed), `false` if no drain is
-    /// running while it is over it.
+    /// Lets the slots queued now stay queued without counting against `QUEUED_MAX`
+    /// ([`WriteBehind::drain_unless_draining`]): a background writer that queued thousands of
+    /// pages at once (a flush on the device's own thread) leaves them to the drainer thread, and
+    /// callers wait only once they have queued `QUEUED_MAX` more than are left of them. The
+    /// allowance shrinks as the drain writes them.
+    pub fn allow_queued(&self) {
+        let queued = lock(&self.queued).len();
+        self.room
+            .fetch_max(queued + QUEUED_MAX, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn room(&self) -> usize {
+        self.room.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits while more slots are queued than there is room for (`QUEUED_MAX`, or what
+    /// [`WriteBehind::allow_queued`] allowed) and a drain is writing them. Returns `true` once the
+    /// queue is within its bound (or a write failed), `false` if no drain is running while it is
+    /// over it.
     fn wait_for_room(&self) -> bool {
         let mut queued = lock(&self.queued);
-        while queued.len() > QUEUED_MAX && !self.failed.load(std::sync::atomic::Ordering::Acquire) {
+        while queued.len() > self.room() && !self.failed.load(std::sync::atomic::Ordering::Acquire)
+        {
             // A drain signals after each write; the timeout also catches a drain that ended
             // between this caller's look at the drains' lock and its wait.
             let (guard, timeout) = self
@@ -228,7 +280,7 @@ impl WriteBehind {
                 .wait_timeout(queued, std::time::Duration::from_millis(1))
                 .unwrap_or_else(PoisonError::into_inner);
             queued = guard;
-            if timeout.timed_out() && queued.len() > QUEUED_MAX {
+            if timeout.timed_out() && queued.len() > self.room() {
                 drop(queued);
                 if !matches!(self.draining.try_lock(), Err(TryLockError::WouldBlock)) {
                     return false;
@@ -287,6 +339,11 @@ impl WriteBehind {
                         queued.remove(index);
                     }
                 }
+                // An allowance shrinks with what is left of the queue.
+                self.room.fetch_min(
+                    queued.len() + QUEUED_MAX,
+                    std::sync::atomic::Ordering::SeqCst,
+                );
                 self.written.notify_all();
                 drop(queued);
                 start = end;
@@ -356,5 +413,73 @@ mod tests {
         drop(drain);
         queue.drain().expect("drain");
         assert_eq!(queue.pending(), 0);
+    }
+
+    /// Waits up to about ten seconds for `thread` to finish; whether it did.
+    fn finishes<T>(thread: &std::thread::JoinHandle<T>) -> bool {
+        for _ in 0..1000 {
+            if thread.is_finished() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        thread.is_finished()
+    }
+
+    #[test]
+    fn slots_a_background_writer_was_allowed_do_not_make_callers_wait() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("slots");
+        let file = Arc::new(File::create(&path).expect("create"));
+        let queue = Arc::new(WriteBehind::new(file, path, 0, 16));
+        let allowed = QUEUED_MAX as u64 + 500;
+        for index in 0..allowed {
+            queue.queue(index, vec![1; 16]);
+        }
+        queue.allow_queued();
+        // Commands queue `QUEUED_MAX` and three more while a drain is running (this test holds
+        // its lock).
+        let beyond = allowed + QUEUED_MAX as u64 + 3;
+        for index in allowed..beyond {
+            queue.queue(index, vec![2; 16]);
+        }
+        let drain = lock(&queue.draining);
+        let waiter = {
+            let queue = Arc::clone(&queue);
+            std::thread::spawn(move || queue.drain_unless_draining())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "returned over the allowed bound");
+        for index in 0..3 {
+            lock(&queue.queued).remove(&index);
+            queue.written.notify_all();
+        }
+        assert!(finishes(&waiter), "waited for the allowed slots");
+        waiter.join().expect("the waiter").expect("no failure");
+        assert_eq!(queue.pending(), beyond as usize - 3);
+        drop(drain);
+        // Once written, the allowance is gone: the bound is back at `QUEUED_MAX`.
+        queue.drain().expect("drain");
+        assert_eq!(queue.room(), QUEUED_MAX);
+        for index in 0..QUEUED_MAX as u64 + 10 {
+            queue.queue(index, vec![3; 16]);
+        }
+        let drain = lock(&queue.draining);
+        let waiter = {
+            let queue = Arc::clone(&queue);
+            std::thread::spawn(move || queue.drain_unless_draining())
+        };
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!waiter.is_finished(), "returned over the bound");
+        for index in 0..10 {
+            lock(&queue.queued).remove(&index);
+            queue.written.notify_all();
+        }
+        assert!(
+            finishes(&waiter),
+            "still waiting with the queue at its bound"
+        );
+        waiter.join().expect("the waiter").expect("no failure");
+        drop(drain);
     }
 }
