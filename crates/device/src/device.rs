@@ -115,6 +115,9 @@ pub struct Device {
     shared: Arc<Shared>,
     /// On untimed file media with a log: the thread that writes checkpoints (joined on drop).
     checkpointer: Option<std::thread::JoinHandle<()>>,
+    /// On untimed file media with a log: the thread that flushes write buffers and runs
+    /// device-wide GC (joined on drop).
+    writer: Option<std::thread::JoinHandle<()>>,
 }
 
 /// What the device's own threads share with the callers' commands.
@@ -145,6 +148,10 @@ pub(crate) struct Locked<'a> {
     /// The queue's count of slots when the lock was taken: unchanged at release, the command
     /// programmed nothing and has nothing to wait for.
     queued_at_lock: u64,
+    /// Held by the device's background thread: the pages it queued (thousands, for a flush)
+    /// are left to the drain without making the next commands wait for them
+    /// ([`WriteBehind::allow_queued`]).
+    background: bool,
 }
 
 impl Deref for Locked<'_> {
@@ -164,6 +171,9 @@ impl Drop for Locked<'_> {
     fn drop(&mut self) {
         // What the engines let go of (a flushed write buffer) is freed after the lock.
         let released = self.core.as_mut().map(|core| core.take_released());
+        if let (true, Some(behind)) = (self.background, self.behind) {
+            behind.allow_queued();
+        }
         drop(self.core.take());
         drop(released);
         if let Some(behind) = self.behind {
@@ -273,8 +283,8 @@ impl Device {
                 }
             }
         }
-        let background_checkpoints = core.unlocked_file_io && core.journal.is_some();
-        core.gc_on_thread = background_checkpoints;
+        let background_threads = core.unlocked_file_io && core.journal.is_some();
+        core.gc_on_thread = background_threads;
         let shared = Arc::new(Shared {
             core: Mutex::new(core),
             syncing: logging::SyncGate::default(),
@@ -282,18 +292,22 @@ impl Device {
             sync_after_commands,
             background: background::Signal::default(),
         });
-        // Should the thread not start, commands write their checkpoints and collect themselves.
-        let checkpointer = if background_checkpoints {
-            background::spawn(Arc::clone(&shared)).ok()
+        // Should a thread not start, commands do its work themselves.
+        let (checkpointer, writer) = if background_threads {
+            (
+                background::spawn(Arc::clone(&shared), background::Role::Checkpoints).ok(),
+                background::spawn(Arc::clone(&shared), background::Role::Writes).ok(),
+            )
         } else {
-            None
+            (None, None)
         };
-        if background_checkpoints && checkpointer.is_none() {
+        if background_threads && writer.is_none() {
             shared.core.lock().map_err(poisoned)?.gc_on_thread = false;
         }
         Ok(Device {
             shared,
             checkpointer,
+            writer,
         })
     }
 
@@ -307,9 +321,9 @@ impl Device {
         if std::mem::take(&mut core.gc_wanted) {
             self.shared.background.request_gc();
         }
-        // A write buffer half full is flushed by the background thread, its values packed
-        // without the lock, before a command finds it full and flushes it itself.
-        if self.checkpointer.is_some()
+        // A write buffer half full is flushed by the writer thread, its values packed without
+        // the lock, before a command finds it full and flushes it itself.
+        if self.writer.is_some()
             && core
                 .namespaces
                 .values()
@@ -323,7 +337,7 @@ impl Device {
             drop(core);
             self.shared.background.request();
             if overdue {
-                self.shared.background.wait_idle()?;
+                self.shared.background.wait_checkpoint()?;
             }
         } else if due {
             let handle = core.space.flash().sync_handle();
@@ -368,8 +382,11 @@ impl Device {
     }
 
     fn stop_background(&mut self) {
-        if let Some(thread) = self.checkpointer.take() {
-            self.shared.background.stop();
+        self.shared.background.stop();
+        for thread in [self.checkpointer.take(), self.writer.take()]
+            .into_iter()
+            .flatten()
+        {
             // A panic in the thread poisoned the lock, which every later command reports.
             let _ = thread.join();
         }
@@ -385,6 +402,15 @@ impl Drop for Device {
 impl Shared {
     /// Takes the lock for a command; fails if a page write or a background checkpoint has failed.
     fn lock(&self) -> Result<Locked<'_>> {
+        self.lock_as(false)
+    }
+
+    /// Takes the lock for the device's background thread ([`Locked::background`]).
+    fn lock_background(&self) -> Result<Locked<'_>> {
+        self.lock_as(true)
+    }
+
+    fn lock_as(&self, background: bool) -> Result<Locked<'_>> {
         self.background.failure()?;
         let core = self.acquire()?;
         let behind = self.behind.as_deref();
@@ -395,6 +421,7 @@ impl Shared {
             core: Some(core),
             behind,
             queued_at_lock: behind.map_or(0, WriteBehind::queued_total),
+            background,
         })
     }
 
@@ -415,11 +442,12 @@ impl Shared {
 
 impl Device {
     /// Returns once the device's own threads have done the work asked of them: on an untimed file
-    /// image, the checkpoint a full log asked for. A no-op elsewhere. (A test that abandons a
-    /// device to stand for a crash calls it first, so that no checkpoint of the abandoned device
-    /// runs while the image is opened again.)
+    /// image, the checkpoint a full log asked for, the flush of a write buffer half full and
+    /// device-wide GC. A no-op elsewhere. (A test that abandons a device to stand for a crash
+    /// calls it first, so that no work of the abandoned device runs while the image is opened
+    /// again.)
     pub fn wait_for_background(&self) -> Result<()> {
-        if self.checkpointer.is_some() {
+        if self.checkpointer.is_some() || self.writer.is_some() {
             self.shared.background.wait_idle()?;
         }
         Ok(())

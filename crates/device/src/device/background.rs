@@ -1,20 +1,22 @@
-//! The device's background thread: on an untimed file image with a write-ahead log, the
-//! checkpoint a full log calls for is written by a thread of the device's own, so the command
-//! that filled the log returns at once and the others go on while the file is synced. The same
-//! thread flushes write buffers (L0) once they are half full: it packs their values onto pages
-//! without the lock ([`kvssd_engine::DetachedFlush::prepare`]), then takes the lock to place the
-//! pages, merge the keys into L1 and compact ([`kvssd_engine::Engine::attach_flush`]), so that
-//! a command rarely finds L0 full and flushes it itself. It also runs device-wide GC when a
-//! command finds free blocks below the device's threshold, one victim per hold of the lock.
+//! The device's background threads, on an untimed file image with a write-ahead log.
+//!
+//! The checkpoint thread writes the checkpoint a full log calls for, so the command that filled
+//! the log returns at once and the others go on while the file is synced. The writer thread
+//! flushes write buffers (L0) once they are half full: it packs their values onto pages without
+//! the lock ([`kvssd_engine::DetachedFlush::prepare`]), then takes the lock to place the pages,
+//! merge the keys into L1 and compact ([`kvssd_engine::Engine::attach_flush`]), so that a command
+//! rarely finds L0 full and flushes it itself. It also runs device-wide GC when a command finds
+//! free blocks below the device's threshold, one victim per hold of the lock. Two threads, so
+//! that a flush never waits for a checkpoint's syncs.
 //!
 //! A command that finds the log at its limit asks the thread for a checkpoint
 //! ([`Signal::request`]) after releasing the device's lock. The thread syncs the file without the
 //! lock (every page written since the last sync reaches stable storage meanwhile, while commands
 //! go on), then takes the lock and writes the checkpoint, whose own two syncs find little left to
 //! write. Commands keep logging meanwhile; once the log holds twice its limit, a command waits for
-//! the thread before it returns ([`Signal::wait_idle`]), so the log, and the replay at the next
-//! open, stay bounded. A checkpoint the thread fails to write makes every later command fail with
-//! [`DeviceError::Background`]: what was logged stays in the log, and reopening the image
+//! the thread before it returns ([`Signal::wait_checkpoint`]), so the log, and the replay at the next
+//! open, stay bounded. A checkpoint, flush or GC a thread fails makes every later command fail
+//! with [`DeviceError::Background`]: what was logged stays in the log, and reopening the image
 //! recovers it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,29 +28,49 @@ use kvssd_space::SpaceError;
 use super::Shared;
 use crate::{DeviceError, Result};
 
-/// Requests to the checkpoint thread and what it reports back.
+/// Requests to the device's background threads and what they report back.
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
     state: Mutex<State>,
     changed: Condvar,
-    /// Whether a checkpoint failed (so that commands need not take the mutex to learn it).
+    /// Whether a job failed (so that commands need not take the mutex to learn it).
     failed: AtomicBool,
 }
 
 #[derive(Debug, Default)]
 struct State {
-    /// A checkpoint was asked for and the thread has not started on it.
-    requested: bool,
-    /// A flush of the write buffers was asked for and the thread has not started on it.
+    /// A checkpoint was asked for and the checkpoint thread has not started on it.
+    checkpoint_requested: bool,
+    /// A flush of the write buffers was asked for and the writer thread has not started on it.
     flush_requested: bool,
-    /// Device-wide GC was asked for and the thread has not started on it.
+    /// Device-wide GC was asked for and the writer thread has not started on it.
     gc_requested: bool,
-    /// The thread is writing a checkpoint or flushing.
-    running: bool,
-    /// The device is being dropped or closed: the thread ends.
+    /// The checkpoint thread is writing a checkpoint.
+    checkpointing: bool,
+    /// The writer thread is flushing or collecting.
+    writing: bool,
+    /// The writer thread is flushing.
+    flushing: bool,
+    /// The device is being dropped or closed: the threads end.
     stop: bool,
-    /// Why a checkpoint failed; the thread has ended.
+    /// Why a job failed; the threads end.
     failure: Option<String>,
+}
+
+/// The device's background threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Writes the checkpoints a full log calls for.
+    Checkpoints,
+    /// Flushes write buffers half full, and runs device-wide GC.
+    Writes,
+}
+
+/// What a thread was asked for.
+enum Job {
+    Checkpoint,
+    Flush,
+    Gc,
 }
 
 impl Signal {
@@ -57,42 +79,37 @@ impl Signal {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Asks the thread for a checkpoint (one request stands for any number made before the thread
-    /// starts on it).
+    /// Sets a request flag (one request stands for any number made before its thread starts on
+    /// it).
+    fn ask(&self, flag: impl FnOnce(&mut State) -> &mut bool) {
+        let mut state = self.state();
+        let flag = flag(&mut state);
+        if !*flag {
+            *flag = true;
+            self.changed.notify_all();
+        }
+    }
+
+    /// Asks the checkpoint thread for a checkpoint.
     pub(crate) fn request(&self) {
-        let mut state = self.state();
-        if !state.requested {
-            state.requested = true;
-            self.changed.notify_all();
-        }
+        self.ask(|state| &mut state.checkpoint_requested);
     }
 
-    /// Asks the thread to flush the write buffers that are half full.
+    /// Asks the writer thread to flush the write buffers that are half full.
     pub(crate) fn request_flush(&self) {
-        let mut state = self.state();
-        if !state.flush_requested {
-            state.flush_requested = true;
-            self.changed.notify_all();
-        }
+        self.ask(|state| &mut state.flush_requested);
     }
 
-    /// Asks the thread for device-wide GC, one victim at a time, until free blocks are back at
-    /// the threshold.
+    /// Asks the writer thread for device-wide GC, one victim at a time, until free blocks are
+    /// back at the threshold.
     pub(crate) fn request_gc(&self) {
-        let mut state = self.state();
-        if !state.gc_requested {
-            state.gc_requested = true;
-            self.changed.notify_all();
-        }
+        self.ask(|state| &mut state.gc_requested);
     }
 
-    /// Returns once the thread has done what was asked of it (or has ended).
-    pub(crate) fn wait_idle(&self) -> Result<()> {
+    /// Waits while `busy` holds and no thread has ended, then reports a failure.
+    fn wait_while(&self, busy: impl Fn(&State) -> bool) -> Result<()> {
         let mut state = self.state();
-        while (state.requested || state.flush_requested || state.gc_requested || state.running)
-            && !state.stop
-            && state.failure.is_none()
-        {
+        while busy(&state) && !state.stop && state.failure.is_none() {
             state = self
                 .changed
                 .wait(state)
@@ -102,13 +119,34 @@ impl Signal {
         self.failure()
     }
 
-    /// Ends the thread once it has finished the checkpoint it is writing, if any.
+    /// Returns once the threads have done all that was asked of them (or have ended).
+    pub(crate) fn wait_idle(&self) -> Result<()> {
+        self.wait_while(|state| {
+            state.checkpoint_requested
+                || state.flush_requested
+                || state.gc_requested
+                || state.checkpointing
+                || state.writing
+        })
+    }
+
+    /// Returns once the checkpoint asked for is written (or the thread has ended).
+    pub(crate) fn wait_checkpoint(&self) -> Result<()> {
+        self.wait_while(|state| state.checkpoint_requested || state.checkpointing)
+    }
+
+    /// Returns once no flush is asked for or running.
+    fn wait_flushes(&self) -> Result<()> {
+        self.wait_while(|state| state.flush_requested || state.flushing)
+    }
+
+    /// Ends the threads once they have finished the jobs they are running, if any.
     pub(crate) fn stop(&self) {
         self.state().stop = true;
         self.changed.notify_all();
     }
 
-    /// An error if a checkpoint written by the thread failed.
+    /// An error if a job of a thread failed.
     pub(crate) fn failure(&self) -> Result<()> {
         if !self.failed.load(Ordering::Acquire) {
             return Ok(());
@@ -118,39 +156,54 @@ impl Signal {
         ))
     }
 
-    /// Waits for a request; `None` once the thread is to end. A checkpoint goes first: it
-    /// flushes what a flush would first, and the log must not outgrow its limit while flushes
-    /// keep coming.
-    fn next(&self) -> Option<Job> {
+    /// Waits for a request to `role`'s thread; `None` once the thread is to end. The writer
+    /// thread flushes before it collects: a full write buffer stops commands sooner.
+    fn next(&self, role: Role) -> Option<Job> {
         let mut state = self.state();
-        while !state.requested && !state.flush_requested && !state.gc_requested && !state.stop {
+        loop {
+            if state.stop || state.failure.is_some() {
+                return None;
+            }
+            match role {
+                Role::Checkpoints if state.checkpoint_requested => {
+                    state.checkpoint_requested = false;
+                    state.checkpointing = true;
+                    return Some(Job::Checkpoint);
+                }
+                Role::Writes if state.flush_requested => {
+                    state.flush_requested = false;
+                    state.writing = true;
+                    state.flushing = true;
+                    return Some(Job::Flush);
+                }
+                Role::Writes if state.gc_requested => {
+                    state.gc_requested = false;
+                    state.writing = true;
+                    return Some(Job::Gc);
+                }
+                _ => {}
+            }
             state = self
                 .changed
                 .wait(state)
                 .unwrap_or_else(PoisonError::into_inner);
         }
-        if state.stop {
-            return None;
-        }
-        state.running = true;
-        if std::mem::take(&mut state.requested) {
-            return Some(Job::Checkpoint);
-        }
-        if std::mem::take(&mut state.flush_requested) {
-            return Some(Job::Flush);
-        }
-        state.gc_requested = false;
-        Some(Job::Gc)
     }
 
-    /// Records the end of a checkpoint; `false` if it failed (the thread ends).
-    fn finished(&self, outcome: Result<()>) -> bool {
+    /// Records the end of a job of `role`'s thread; `false` if it failed (the threads end).
+    fn finished(&self, role: Role, outcome: Result<()>) -> bool {
         let mut state = self.state();
-        state.running = false;
+        match role {
+            Role::Checkpoints => state.checkpointing = false,
+            Role::Writes => {
+                state.writing = false;
+                state.flushing = false;
+            }
+        }
         let ok = match outcome {
             Ok(()) => true,
             Err(error) => {
-                state.failure = Some(error.to_string());
+                state.failure.get_or_insert(error.to_string());
                 self.failed.store(true, Ordering::Release);
                 false
             }
@@ -160,25 +213,22 @@ impl Signal {
     }
 }
 
-/// What the thread was asked for.
-enum Job {
-    Flush,
-    Checkpoint,
-    Gc,
-}
-
-/// Starts the background thread of a device.
-pub(super) fn spawn(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+/// Starts `role`'s thread of a device.
+pub(super) fn spawn(shared: Arc<Shared>, role: Role) -> std::io::Result<JoinHandle<()>> {
+    let name = match role {
+        Role::Checkpoints => "kvssd-checkpoint",
+        Role::Writes => "kvssd-writer",
+    };
     std::thread::Builder::new()
-        .name("kvssd-background".into())
+        .name(name.into())
         .spawn(move || {
-            while let Some(job) = shared.background.next() {
+            while let Some(job) = shared.background.next(role) {
                 let outcome = match job {
-                    Job::Flush => shared.flush_detached(false).map(|_| ()),
                     Job::Checkpoint => shared.checkpoint_in_background(),
+                    Job::Flush => shared.flush_detached(false).map(|_| ()),
                     Job::Gc => shared.collect_in_background(),
                 };
-                if !shared.background.finished(outcome) {
+                if !shared.background.finished(role, outcome) {
                     break;
                 }
             }
@@ -191,7 +241,7 @@ impl Shared {
     /// placed and the keys merged under it. Returns the bytes of pairs flushed.
     fn flush_detached(&self, for_checkpoint: bool) -> Result<u64> {
         let mut flushes: Vec<_> = {
-            let mut locked = self.lock()?;
+            let mut locked = self.lock_background()?;
             let core = &mut *locked;
             let space = &core.space;
             core.namespaces
@@ -205,7 +255,7 @@ impl Shared {
         for flush in &mut flushes {
             flush.prepare();
         }
-        let mut locked = self.lock()?;
+        let mut locked = self.lock_background()?;
         let core = &mut *locked;
         let mut flushed = 0;
         for flush in flushes {
@@ -225,7 +275,7 @@ impl Shared {
     /// victims, until free blocks are back at the threshold or no namespace offers a victim.
     fn collect_in_background(&self) -> Result<()> {
         loop {
-            let mut core = self.lock()?;
+            let mut core = self.lock_background()?;
             let at = core.space.flash().quiescent_at();
             if core.collect_one_victim(at)?.is_none() {
                 return Ok(());
@@ -242,7 +292,7 @@ impl Shared {
         // Under the other policies the checkpoint is written whole under the lock, and its own
         // syncs find little left after the first.
         let handle = {
-            let core = self.lock()?;
+            let core = self.lock_background()?;
             if !core.checkpoint_due {
                 return Ok(());
             }
@@ -252,10 +302,11 @@ impl Shared {
             handle.sync().map_err(SpaceError::from)?;
         }
         // A write buffer the checkpoint would otherwise carry is flushed first, its values
-        // packed without the lock.
+        // packed without the lock, once the writer thread's flush, if one runs, is placed.
+        self.background.wait_flushes()?;
         let flushed = self.flush_detached(true)?;
         let prepared = {
-            let mut core = self.lock()?;
+            let mut core = self.lock_background()?;
             if !core.checkpoint_due {
                 return Ok(());
             }
@@ -278,7 +329,7 @@ impl Shared {
     ) -> Result<()> {
         handle.sync().map_err(SpaceError::from)?;
         {
-            let mut core = self.lock()?;
+            let mut core = self.lock_background()?;
             let at = core.space.flash().quiescent_at();
             core.name_checkpoint(at, id)?;
         }
@@ -286,7 +337,7 @@ impl Shared {
             return Ok(());
         }
         handle.sync().map_err(SpaceError::from)?;
-        let mut core = self.lock()?;
+        let mut core = self.lock_background()?;
         let at = core.space.flash().quiescent_at();
         core.release_checkpoint(at)?;
         Ok(())
