@@ -62,9 +62,9 @@ pub(crate) struct Core {
     /// ([`kvssd_engine::Engine::flush_before_checkpoint`]): the log's limit counts them as part
     /// of the checkpoint, as it counted them when checkpoints carried them.
     checkpoint_flushed_pages: u64,
-    /// On file media with the background thread: device-wide GC runs there, not in commands.
+    /// On file media with the writer thread: device-wide GC runs there, not in commands.
     gc_on_thread: bool,
-    /// A command found free blocks below the device-wide threshold: the background thread is
+    /// A command found free blocks below the device-wide threshold: the writer thread is
     /// to collect once the lock is released.
     gc_wanted: bool,
     namespaces: BTreeMap<u32, Namespace>,
@@ -104,13 +104,17 @@ impl Core {
 /// `Device` is `Send + Sync`; share it with `Arc`. One mutex guards all state (the space layer
 /// with the flash, every namespace's index, the open iterators): a command runs entirely in the
 /// calling thread while it holds the lock, so commands are linearizable in the order they take
-/// it. Work the papers call background (L0 flush, compaction, GC) runs inside the command that
-/// triggers it, in the caller's thread; it is background only in simulated time, where it
-/// occupies dies, channels and controller cores. Callers driving simulated time from several
-/// threads must issue commands in non-decreasing simulated time (the flash model's rule). On an
-/// untimed file image with a write-ahead log, checkpoints are written by a thread of the
-/// device's own (`background`), so no command waits for one unless the log has grown to twice
-/// its limit.
+/// it. On simulated flash, work the papers call background (L0 flush, compaction, GC) runs
+/// inside the command that triggers it, in the caller's thread; it is background only in
+/// simulated time, where it occupies dies, channels and controller cores, so a run stays a
+/// function of its configuration and seed. Callers driving simulated time from several threads
+/// must issue commands in non-decreasing simulated time (the flash model's rule). On an untimed
+/// file image with a write-ahead log, two threads of the device's own (`background`) take that
+/// work off the commands: one writes checkpoints, so no command waits for one unless the log has
+/// grown to twice its limit; the other flushes a write buffer once it is half full (its values
+/// packed without the lock), with the compaction the flush makes due, and runs device-wide GC.
+/// A command still flushes or collects itself when it finds L0 full or its engine's own GC
+/// threshold reached before the thread has caught up.
 pub struct Device {
     shared: Arc<Shared>,
     /// On untimed file media with a log: the thread that writes checkpoints (joined on drop).
@@ -131,7 +135,7 @@ pub(crate) struct Shared {
     /// `SyncPolicy::EveryCommand` on file media: a logged command syncs after releasing the
     /// lock ([`Device::sync`], so concurrent commands share syncs).
     sync_after_commands: bool,
-    /// Requests to the checkpoint thread, and its failure.
+    /// Requests to the background threads, and their failure.
     background: background::Signal,
 }
 
@@ -148,7 +152,7 @@ pub(crate) struct Locked<'a> {
     /// The queue's count of slots when the lock was taken: unchanged at release, the command
     /// programmed nothing and has nothing to wait for.
     queued_at_lock: u64,
-    /// Held by the device's background thread: the pages it queued (thousands, for a flush)
+    /// Held by a background thread of the device: the pages it queued (thousands, for a flush)
     /// are left to the drain without making the next commands wait for them
     /// ([`WriteBehind::allow_queued`]).
     background: bool,
@@ -316,7 +320,9 @@ impl Device {
     /// durable, shared with concurrent commands. With the checkpoint thread running the command
     /// only asks it for the checkpoint (and waits for it only if the log has grown to twice its
     /// limit); without it, the command syncs the file without the lock (so the checkpoint's own
-    /// syncs find little left to write) and writes the checkpoint itself.
+    /// syncs find little left to write) and writes the checkpoint itself. With the writer thread
+    /// running, the command asks it to flush a write buffer half full and to collect when free
+    /// blocks are below the device's threshold.
     fn after_command(&self, mut core: Locked<'_>, done: SimTime) -> Result<SimTime> {
         if std::mem::take(&mut core.gc_wanted) {
             self.shared.background.request_gc();
@@ -371,7 +377,7 @@ impl Device {
         Ok(core)
     }
 
-    /// Stops the checkpoint thread (a checkpoint it is writing is finished first) and hands back
+    /// Stops the background threads (a job they are running is finished first) and hands back
     /// the device's state.
     fn into_core(mut self) -> Result<Core> {
         self.stop_background();

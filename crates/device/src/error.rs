@@ -178,9 +178,10 @@ pub enum DeviceError {
     /// The space layer failed.
     #[error(transparent)]
     Space(#[from] SpaceError),
-    /// On a file image, the device's checkpoint thread failed to write a checkpoint; every later
-    /// command is refused. What was logged is still in the log: reopening the image recovers it.
-    #[error("a background checkpoint failed ({0}); reopen the image to recover what was logged")]
+    /// On a file image, a background thread of the device failed to write a checkpoint, flush a
+    /// write buffer or collect; every later command is refused. What was logged is still in the
+    /// log: reopening the image recovers it.
+    #[error("background work failed ({0}); reopen the image to recover what was logged")]
     Background(String),
     /// The operation is not available in this device's durability mode or on its media.
     #[error("unsupported: {0}")]
