@@ -28,6 +28,9 @@ use kvssd_space::SpaceError;
 use super::Shared;
 use crate::{DeviceError, Result};
 
+/// Victims the writer thread collects for one request of device-wide GC.
+const GC_VICTIMS_PER_JOB: usize = 16;
+
 /// Requests to the device's background threads and what they report back.
 #[derive(Debug, Default)]
 pub(crate) struct Signal {
@@ -272,15 +275,18 @@ impl Shared {
     }
 
     /// Device-wide GC, one victim under each hold of the lock, so that commands run between
-    /// victims, until free blocks are back at the threshold or no namespace offers a victim.
+    /// victims, until free blocks are back at the threshold, no namespace offers a victim, or
+    /// [`GC_VICTIMS_PER_JOB`] were collected (the next command short of blocks asks again, and a
+    /// flush asked for meanwhile goes first).
     fn collect_in_background(&self) -> Result<()> {
-        loop {
+        for _ in 0..GC_VICTIMS_PER_JOB {
             let mut core = self.lock_background()?;
             let at = core.space.flash().quiescent_at();
             if core.collect_one_victim(at)?.is_none() {
-                return Ok(());
+                break;
             }
         }
+        Ok(())
     }
 
     /// The checkpoint a full log asked for (nothing, if another command wrote one meanwhile).
