@@ -74,21 +74,8 @@ fn stored_version(
 #[test]
 fn device_file_threads_read_their_writes_while_gc_reuses_blocks() {
     for preset in [Preset::Pink, Preset::Lightstore] {
-        let path = std::env::temp_dir().join(format!(
-            "kvssd-device-file-threads-{}-{}.img",
-            std::process::id(),
-            preset.name()
-        ));
-        let _ = std::fs::remove_file(&path);
-        let mut config = DeviceConfig::test_min();
-        config.durability = Durability::WriteAheadLog(SyncPolicy::None);
-        let profile = Profile::test_min();
-        let device = Arc::new(
-            Device::create(&path, profile.geometry, None, config.clone()).expect("create"),
-        );
-        let namespace = device
-            .create_namespace(NamespaceSpec::new(preset))
-            .expect("namespace");
+        let name = format!("threads-{}", preset.name());
+        let (path, config, device, namespace) = on_a_file(&name, preset, SyncPolicy::None, |_| {});
         let latest: Arc<Vec<AtomicU32>> = Arc::new(
             (0..THREADS * KEYS_PER_THREAD)
                 .map(|_| AtomicU32::new(0))
@@ -202,6 +189,17 @@ fn pink_on_a_file_with(
     policy: SyncPolicy,
     adjust: impl FnOnce(&mut DeviceConfig),
 ) -> (std::path::PathBuf, DeviceConfig, Arc<Device>, NamespaceId) {
+    on_a_file(name, Preset::Pink, policy, adjust)
+}
+
+/// A new `test_min` image named after `name`, under a log synced by `policy`, with one
+/// namespace of `preset`.
+fn on_a_file(
+    name: &str,
+    preset: Preset,
+    policy: SyncPolicy,
+    adjust: impl FnOnce(&mut DeviceConfig),
+) -> (std::path::PathBuf, DeviceConfig, Arc<Device>, NamespaceId) {
     let path = std::env::temp_dir().join(format!(
         "kvssd-device-file-{name}-{}.img",
         std::process::id()
@@ -213,7 +211,7 @@ fn pink_on_a_file_with(
     let device =
         Device::create(&path, Profile::test_min().geometry, None, config.clone()).expect("create");
     let namespace = device
-        .create_namespace(NamespaceSpec::new(Preset::Pink))
+        .create_namespace(NamespaceSpec::new(preset))
         .expect("namespace");
     (path, config, Arc::new(device), namespace)
 }
@@ -427,21 +425,8 @@ fn device_file_background_flushes_keep_writes_made_while_they_pack() {
     const SLOTS: usize = 6;
     const WRITES: u32 = 3_000;
     for preset in [Preset::Pink, Preset::Lightstore] {
-        let path = std::env::temp_dir().join(format!(
-            "kvssd-device-file-background-{}-{}.img",
-            std::process::id(),
-            preset.name()
-        ));
-        let _ = std::fs::remove_file(&path);
-        let mut config = DeviceConfig::test_min();
-        config.durability = Durability::WriteAheadLog(SyncPolicy::None);
-        let profile = Profile::test_min();
-        let device = Arc::new(
-            Device::create(&path, profile.geometry, None, config.clone()).expect("create"),
-        );
-        let namespace = device
-            .create_namespace(NamespaceSpec::new(preset))
-            .expect("namespace");
+        let name = format!("background-{}", preset.name());
+        let (path, config, device, namespace) = on_a_file(&name, preset, SyncPolicy::None, |_| {});
         let writers: Vec<_> = (0..WRITERS)
             .map(|thread| {
                 let device = Arc::clone(&device);

@@ -371,115 +371,92 @@ impl Drop for WriteBehind {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_caller_over_the_bound_waits_for_room_not_for_an_empty_queue() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    /// A queue of 16-byte slots in a temporary file.
+    fn queue_in(dir: &tempfile::TempDir) -> Arc<WriteBehind> {
         let path = dir.path().join("slots");
         let file = Arc::new(File::create(&path).expect("create"));
-        let queue = Arc::new(WriteBehind::new(file, path, 0, 16));
-        for index in 0..(QUEUED_MAX as u64 + 50) {
-            queue.queue(index, vec![1; 16]);
-        }
-        // A drain is running: this test holds its lock and writes slots by hand.
+        Arc::new(WriteBehind::new(file, path, 0, 16))
+    }
+
+    /// Holds the drains' lock, as a running drain does, while a caller of
+    /// [`WriteBehind::drain_unless_draining`] starts: the caller must wait. Then writes the
+    /// first `written` slots by hand, as the drain would, and returns whether the caller then
+    /// returned (within about ten seconds, so that a caller waiting for more fails the test
+    /// instead of hanging it).
+    fn waits_until_written(queue: &Arc<WriteBehind>, written: u64) -> bool {
         let drain = lock(&queue.draining);
         let waiter = {
-            let queue = Arc::clone(&queue);
+            let queue = Arc::clone(queue);
             std::thread::spawn(move || queue.drain_unless_draining())
         };
         std::thread::sleep(std::time::Duration::from_millis(50));
         assert!(!waiter.is_finished(), "returned over the bound");
-        for index in 0..50 {
-            let mut queued = lock(&queue.queued);
-            queued.remove(&index);
+        for index in 0..written {
+            lock(&queue.queued).remove(&index);
             queue.written.notify_all();
         }
-        // Bounded, so that a waiter that wants the queue empty fails here instead of hanging.
         for _ in 0..1000 {
             if waiter.is_finished() {
                 break;
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
+        let returned = waiter.is_finished();
+        if returned {
+            waiter.join().expect("the waiter").expect("no failure");
+        }
+        drop(drain);
+        returned
+    }
+
+    #[test]
+    fn a_caller_over_the_bound_waits_for_room_not_for_an_empty_queue() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let queue = queue_in(&dir);
+        for index in 0..(QUEUED_MAX as u64 + 50) {
+            queue.queue(index, vec![1; 16]);
+        }
         assert!(
-            waiter.is_finished(),
+            waits_until_written(&queue, 50),
             "still waiting with the queue at its bound"
         );
-        waiter.join().expect("the waiter").expect("no failure");
         assert_eq!(
             queue.pending(),
             QUEUED_MAX,
             "the waiter returned with the queue at its bound, and wrote nothing itself"
         );
-        drop(drain);
         queue.drain().expect("drain");
         assert_eq!(queue.pending(), 0);
-    }
-
-    /// Waits up to about ten seconds for `thread` to finish; whether it did.
-    fn finishes<T>(thread: &std::thread::JoinHandle<T>) -> bool {
-        for _ in 0..1000 {
-            if thread.is_finished() {
-                return true;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        thread.is_finished()
     }
 
     #[test]
     fn slots_a_background_writer_was_allowed_do_not_make_callers_wait() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("slots");
-        let file = Arc::new(File::create(&path).expect("create"));
-        let queue = Arc::new(WriteBehind::new(file, path, 0, 16));
+        let queue = queue_in(&dir);
         let allowed = QUEUED_MAX as u64 + 500;
         for index in 0..allowed {
             queue.queue(index, vec![1; 16]);
         }
         queue.allow_queued();
-        // Commands queue `QUEUED_MAX` and three more while a drain is running (this test holds
-        // its lock).
+        // Commands queue `QUEUED_MAX` and three more while a drain is running.
         let beyond = allowed + QUEUED_MAX as u64 + 3;
         for index in allowed..beyond {
             queue.queue(index, vec![2; 16]);
         }
-        let drain = lock(&queue.draining);
-        let waiter = {
-            let queue = Arc::clone(&queue);
-            std::thread::spawn(move || queue.drain_unless_draining())
-        };
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!waiter.is_finished(), "returned over the allowed bound");
-        for index in 0..3 {
-            lock(&queue.queued).remove(&index);
-            queue.written.notify_all();
-        }
-        assert!(finishes(&waiter), "waited for the allowed slots");
-        waiter.join().expect("the waiter").expect("no failure");
+        assert!(
+            waits_until_written(&queue, 3),
+            "waited for the allowed slots"
+        );
         assert_eq!(queue.pending(), beyond as usize - 3);
-        drop(drain);
         // Once written, the allowance is gone: the bound is back at `QUEUED_MAX`.
         queue.drain().expect("drain");
         assert_eq!(queue.room(), QUEUED_MAX);
         for index in 0..QUEUED_MAX as u64 + 10 {
             queue.queue(index, vec![3; 16]);
         }
-        let drain = lock(&queue.draining);
-        let waiter = {
-            let queue = Arc::clone(&queue);
-            std::thread::spawn(move || queue.drain_unless_draining())
-        };
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(!waiter.is_finished(), "returned over the bound");
-        for index in 0..10 {
-            lock(&queue.queued).remove(&index);
-            queue.written.notify_all();
-        }
         assert!(
-            finishes(&waiter),
+            waits_until_written(&queue, 10),
             "still waiting with the queue at its bound"
         );
-        waiter.join().expect("the waiter").expect("no failure");
-        drop(drain);
     }
 }
