@@ -9,15 +9,15 @@
 //! free blocks below the device's threshold, one victim per hold of the lock. Two threads, so
 //! that a flush never waits for a checkpoint's syncs.
 //!
-//! A command that finds the log at its limit asks the thread for a checkpoint
+//! A command that finds the log at its limit asks the checkpoint thread for a checkpoint
 //! ([`Signal::request`]) after releasing the device's lock. The thread syncs the file without the
 //! lock (every page written since the last sync reaches stable storage meanwhile, while commands
 //! go on), then takes the lock and writes the checkpoint, whose own two syncs find little left to
-//! write. Commands keep logging meanwhile; once the log holds twice its limit, a command waits for
-//! the thread before it returns ([`Signal::wait_checkpoint`]), so the log, and the replay at the next
-//! open, stay bounded. A checkpoint, flush or GC a thread fails makes every later command fail
-//! with [`DeviceError::Background`]: what was logged stays in the log, and reopening the image
-//! recovers it.
+//! write. Commands keep logging meanwhile; once the log holds twice its limit, a command waits
+//! for the thread before it returns ([`Signal::wait_checkpoint`]), so the log, and the replay at
+//! the next open, stay bounded. A checkpoint, flush or GC a thread fails makes every later
+//! command fail with [`DeviceError::Background`]: what was logged stays in the log, and reopening
+//! the image recovers it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};

@@ -137,7 +137,7 @@ impl Core {
     }
 
     /// After a command: [`Core::device_gc`] while free blocks are below the device-wide
-    /// threshold; with the background thread running, only a note for it to collect once the
+    /// threshold; with the writer thread running, only a note for it to collect once the
     /// lock is released ([`Device::after_command`]). A command's engine still collects itself
     /// when its own threshold, below the device's, is reached first.
     pub(super) fn gc_after_command(&mut self, at: SimTime) -> Result<SimTime> {
@@ -148,7 +148,7 @@ impl Core {
         self.device_gc(at, false)
     }
 
-    /// One victim of device-wide GC, for the background thread: `None` if free blocks are at
+    /// One victim of device-wide GC, for the writer thread: `None` if free blocks are at
     /// the threshold or no namespace offers a victim, else when it was collected.
     pub(super) fn collect_one_victim(&mut self, at: SimTime) -> Result<Option<SimTime>> {
         if self.space.free_blocks() >= self.config.gc_threshold_blocks {

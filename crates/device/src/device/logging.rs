@@ -90,7 +90,7 @@ impl Core {
     /// ([`crate::durability::journal::Journal::prepare_checkpoint`]): the sync it must run
     /// without the lock before [`Core::name_checkpoint`], or `None` if the checkpoint is
     /// already whole.
-    /// `flushed_bytes`: pairs the caller flushed for it just before (the background thread's
+    /// `flushed_bytes`: pairs the caller flushed for it just before (the checkpoint thread's
     /// flush, [`kvssd_engine::Engine::detach_flush`]), counted with those it flushes itself.
     pub(super) fn prepare_checkpoint(
         &mut self,
