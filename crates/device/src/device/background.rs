@@ -54,6 +54,8 @@ struct State {
     writing: bool,
     /// The writer thread is flushing.
     flushing: bool,
+    /// Flushes the writer thread has finished.
+    flushes_finished: u64,
     /// The device is being dropped or closed: the threads end.
     stop: bool,
     /// Why a job failed; the threads end.
@@ -138,9 +140,14 @@ impl Signal {
         self.wait_while(|state| state.checkpoint_requested || state.checkpointing)
     }
 
-    /// Returns once no flush is asked for or running.
+    /// Returns once the flushes asked for or running now have finished (not those asked for
+    /// later: under a steady stream of writes they would never end).
     fn wait_flushes(&self) -> Result<()> {
-        self.wait_while(|state| state.flush_requested || state.flushing)
+        let target = {
+            let state = self.state();
+            state.flushes_finished + u64::from(state.flushing) + u64::from(state.flush_requested)
+        };
+        self.wait_while(|state| state.flushes_finished < target)
     }
 
     /// Ends the threads once they have finished the jobs they are running, if any.
@@ -200,7 +207,9 @@ impl Signal {
             Role::Checkpoints => state.checkpointing = false,
             Role::Writes => {
                 state.writing = false;
-                state.flushing = false;
+                if std::mem::take(&mut state.flushing) {
+                    state.flushes_finished += 1;
+                }
             }
         }
         let ok = match outcome {
