@@ -454,6 +454,18 @@ fn space_victims_with_equal_garbage_go_least_erased_first() {
     );
 }
 
+/// A data page's payload and the user part of its OOB area (the kind byte and the bitmap).
+fn data_page(space: &mut Space, page: PageIndex) -> (Vec<u8>, Vec<u8>) {
+    let address = space.geometry().page_at(page.0);
+    let mut data = vec![0u8; space.geometry().page_bytes as usize];
+    let mut oob = vec![0u8; layout::oob_bytes(space.chunks_per_page())];
+    space
+        .flash_mut()
+        .read(0, address, Purpose::UserData, &mut data, &mut oob)
+        .expect("read");
+    (data, oob)
+}
+
 #[test]
 fn space_packed_records_program_the_pages_appending_would() {
     let records: Vec<(Vec<u8>, Vec<u8>, bool)> = (0..120u32)
@@ -507,13 +519,10 @@ fn space_packed_records_program_the_pages_appending_would() {
             // Before the large record both spaces wrote the same pages in the same places.
             assert_eq!(pointer, expected[i], "record {i}");
             let page = pointer.page();
-            let (a, _) = appended
-                .read_page(0, page, Purpose::UserData)
-                .expect("read");
-            let (b, _) = packed_space
-                .read_page(0, page, Purpose::UserData)
-                .expect("read");
-            assert!(a == b, "page of record {i} differs");
+            assert!(
+                data_page(&mut appended, page) == data_page(&mut packed_space, page),
+                "page of record {i} differs"
+            );
         }
     }
     assert_eq!(
@@ -560,6 +569,90 @@ fn space_packed_records_not_live_are_not_counted_and_empty_pages_are_dropped() {
                 .read_record(0, *pointer, Purpose::UserData)
                 .expect("read");
             assert_eq!(record.value, records[i].1);
+        }
+    }
+}
+
+mod packed_properties {
+    use super::*;
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
+    fn record() -> impl Strategy<Value = (Vec<u8>, Vec<u8>, bool)> {
+        // Values up to past the `test_min` page (512 bytes), so some records are not packed.
+        (
+            vec(any::<u8>(), 1..40),
+            0usize..600,
+            any::<u8>(),
+            any::<bool>(),
+        )
+            .prop_map(|(key, len, fill, gc)| (key, vec![fill; len], gc))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Packed records that fit a page land where appending them would, on the same bytes;
+        /// every live one reads back, only live ones count valid, and the others get no pointer.
+        #[test]
+        fn packed_records_match_appended_ones(
+            records in vec(record(), 1..80),
+            live in vec(any::<bool>(), 80),
+        ) {
+            let small: Vec<&(Vec<u8>, Vec<u8>, bool)> = records
+                .iter()
+                .filter(|(key, value, _)| RECORD_HEADER_BYTES + key.len() + value.len() <= 512)
+                .collect();
+            let mut appended = space();
+            let mut expected = Vec::new();
+            for (key, value, _) in &small {
+                let (pointer, _) = appended
+                    .append_record(0, Purpose::UserData, 2, key, value)
+                    .expect("append");
+                expected.push(pointer);
+            }
+            appended.sync(0, 2, Purpose::UserData).expect("sync");
+
+            // All live, small records only: the same places and the same page bytes.
+            let mut packed_space = space();
+            let packed = packed_space
+                .record_packer(2)
+                .pack(small.iter().map(|(k, v, gc)| (k.as_slice(), v.as_slice(), *gc)));
+            let all = vec![true; small.len()];
+            let (pointers, _) = packed_space.program_packed(0, packed, &all).expect("program");
+            packed_space.sync(0, 2, Purpose::UserData).expect("sync");
+            for (i, pointer) in pointers.iter().enumerate() {
+                prop_assert_eq!(*pointer, Some(expected[i]));
+                let page = expected[i].page();
+                prop_assert!(
+                    data_page(&mut appended, page) == data_page(&mut packed_space, page),
+                    "page of record {} differs",
+                    i
+                );
+            }
+            prop_assert_eq!(packed_space.valid_bytes(), appended.valid_bytes());
+
+            // Any records, some not live.
+            let mut space = space();
+            let packed = space
+                .record_packer(2)
+                .pack(records.iter().map(|(k, v, gc)| (k.as_slice(), v.as_slice(), *gc)));
+            let live = &live[..records.len()];
+            let (pointers, _) = space.program_packed(0, packed, live).expect("program");
+            let mut valid = 0;
+            for (i, ((key, value, _), pointer)) in records.iter().zip(&pointers).enumerate() {
+                let fits = RECORD_HEADER_BYTES + key.len() + value.len() <= 512;
+                prop_assert_eq!(pointer.is_some(), live[i] && fits, "record {}", i);
+                if let Some(pointer) = pointer {
+                    valid += space.record_footprint(key.len(), value.len());
+                    let (found, _) = space
+                        .read_record(0, *pointer, Purpose::UserData)
+                        .expect("read");
+                    prop_assert_eq!(&found.key, key);
+                    prop_assert_eq!(&found.value, value);
+                }
+            }
+            prop_assert_eq!(space.valid_bytes(), valid);
         }
     }
 }
