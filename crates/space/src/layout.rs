@@ -120,6 +120,38 @@ pub(crate) fn seal(record: &mut [u8]) {
     record[CHECKSUM_AT..RECORD_HEADER_BYTES].copy_from_slice(&sum.to_le_bytes());
 }
 
+/// Writes a small record of namespace `namespace` on a data page being filled, from chunk
+/// `start` (chunks of `chunk_bytes`): header, key, value and checksum, and marks its last chunk
+/// in the page's OOB `bitmap`. Returns the chunks it takes. The record must fit the page.
+pub(crate) fn write_small(
+    page: &mut [u8],
+    bitmap: &mut [u8],
+    start: u32,
+    chunk_bytes: usize,
+    namespace: u32,
+    key: &[u8],
+    value: &[u8],
+) -> u32 {
+    let bytes = RECORD_HEADER_BYTES + key.len() + value.len();
+    let chunks = bytes.div_ceil(chunk_bytes) as u32;
+    let offset = start as usize * chunk_bytes;
+    RecordHeader {
+        kind: RECORD_KIND_SMALL,
+        key_len: key.len() as u8,
+        part: 0,
+        namespace,
+        value_len: value.len() as u32,
+    }
+    .encode(&mut page[offset..offset + RECORD_HEADER_BYTES]);
+    let key_at = offset + RECORD_HEADER_BYTES;
+    page[key_at..key_at + key.len()].copy_from_slice(key);
+    page[key_at + key.len()..offset + bytes].copy_from_slice(value);
+    seal(&mut page[offset..offset + bytes]);
+    let end = start + chunks - 1;
+    bitmap[(end / 8) as usize] |= 1 << (end % 8);
+    chunks
+}
+
 /// Checks the checksum of a record whose header and bounds are already checked.
 fn verify(record: &[u8], page: PageIndex) -> Result<()> {
     verify_parts(

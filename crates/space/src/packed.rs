@@ -10,8 +10,8 @@ use kvssd_flash::{Purpose, SimTime};
 
 use crate::layout;
 use crate::{
-    OpenPage, PageIndex, RecordHeader, RecordPointer, Result, Space, Stream, KEY_BYTES_MAX,
-    OOB_KIND_DATA, RECORD_HEADER_BYTES,
+    OpenPage, PageIndex, RecordPointer, Result, Space, Stream, KEY_BYTES_MAX, OOB_KIND_DATA,
+    RECORD_HEADER_BYTES,
 };
 
 /// What packing pages needs of the space layer's configuration, to be used without it.
@@ -93,22 +93,15 @@ impl RecordPacker {
                 unreachable!("a page was pushed above")
             };
             let start = page.used_chunks;
-            let offset = start as usize * self.chunk_bytes;
-            RecordHeader {
-                kind: layout::RECORD_KIND_SMALL,
-                key_len: key.len() as u8,
-                part: 0,
-                namespace: self.namespace,
-                value_len: value.len() as u32,
-            }
-            .encode(&mut page.buffer[offset..offset + RECORD_HEADER_BYTES]);
-            let key_at = offset + RECORD_HEADER_BYTES;
-            page.buffer[key_at..key_at + key.len()].copy_from_slice(key);
-            page.buffer[key_at + key.len()..offset + bytes].copy_from_slice(value);
-            layout::seal(&mut page.buffer[offset..offset + bytes]);
-            let end = start + chunks - 1;
-            page.bitmap[(end / 8) as usize] |= 1 << (end % 8);
-            page.used_chunks += chunks;
+            page.used_chunks += layout::write_small(
+                &mut page.buffer,
+                &mut page.bitmap,
+                start,
+                self.chunk_bytes,
+                self.namespace,
+                key,
+                value,
+            );
             page.all_gc &= from_gc;
             placements.push(Placement::Packed {
                 page: ordinal,

@@ -200,23 +200,17 @@ impl Space {
             unreachable!("a page was opened above")
         };
         let start = open.used_chunks;
-        let offset = start as usize * chunk;
-        let header = RecordHeader {
-            kind: layout::RECORD_KIND_SMALL,
-            key_len: key.len() as u8,
-            part: 0,
+        let written = layout::write_small(
+            &mut open.buffer,
+            &mut open.bitmap,
+            start,
+            chunk,
             namespace,
-            value_len: value.len() as u32,
-        };
-        header.encode(&mut open.buffer[offset..offset + RECORD_HEADER_BYTES]);
-        let key_at = offset + RECORD_HEADER_BYTES;
-        open.buffer[key_at..key_at + key.len()].copy_from_slice(key);
-        open.buffer[key_at + key.len()..key_at + key.len() + value.len()].copy_from_slice(value);
-        layout::seal(&mut open.buffer[offset..key_at + key.len() + value.len()]);
-        let end = start + chunks - 1;
-        open.bitmap[(end / 8) as usize] |= 1 << (end % 8);
+            key,
+            value,
+        );
+        debug_assert_eq!(written, chunks);
         open.used_chunks += chunks;
-        let _ = per_page;
         self.add_valid(block, u64::from(chunks) * chunk as u64);
         self.stats.records_appended += 1;
         let pointer = RecordPointer::new(PageIndex(page_index), start, generation);
