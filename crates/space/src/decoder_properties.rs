@@ -9,7 +9,7 @@ use proptest::collection::vec;
 use proptest::prelude::*;
 
 use crate::fuzzing;
-use crate::layout::{RECORD_KIND_LARGE, RECORD_KIND_SMALL};
+use crate::layout::RECORD_KIND_LARGE;
 use crate::{RecordHeader, LARGE_HEADER_BYTES, RECORD_HEADER_BYTES};
 
 const PAGE_BYTES: usize = 512;
@@ -28,22 +28,21 @@ fn key() -> impl Strategy<Value = Vec<u8>> {
     vec(any::<u8>(), 1..=255)
 }
 
-/// A data page holding one small record at `offset`.
+/// A data page holding one small record at `offset`, as appending writes it
+/// ([`crate::layout::write_small`], in chunks of one byte so that any offset is a chunk's).
 fn small_page(offset: usize, namespace: u32, key: &[u8], value: &[u8]) -> Vec<u8> {
     let mut page =
         vec![0u8; (offset + RECORD_HEADER_BYTES + key.len() + value.len()).max(PAGE_BYTES)];
-    RecordHeader {
-        kind: RECORD_KIND_SMALL,
-        key_len: key.len() as u8,
-        part: 0,
+    let mut bitmap = vec![0u8; page.len() / 8 + 1];
+    crate::layout::write_small(
+        &mut page,
+        &mut bitmap,
+        offset as u32,
+        1,
         namespace,
-        value_len: value.len() as u32,
-    }
-    .encode(&mut page[offset..]);
-    let key_at = offset + RECORD_HEADER_BYTES;
-    page[key_at..key_at + key.len()].copy_from_slice(key);
-    page[key_at + key.len()..key_at + key.len() + value.len()].copy_from_slice(value);
-    crate::layout::seal(&mut page[offset..key_at + key.len() + value.len()]);
+        key,
+        value,
+    );
     page
 }
 
