@@ -164,6 +164,9 @@ pub fn run(
         .map(|client| Reverse((start, client)))
         .collect();
     let before = target.counters();
+    // The counters after the last command: the next request's starting point (nothing else
+    // touches the store between requests, and reading them takes the device's lock).
+    let mut counters_now = before;
     let cpu_before = target.controller_cpu_ns();
     let busy_before = target.controller_busy_ns();
     let stalls_before = write_stall_ns(target);
@@ -176,7 +179,7 @@ pub fn run(
         let Some(Reverse((at, client))) = clients.pop() else {
             break;
         };
-        let counters_before = target.counters();
+        let counters_before = counters_now;
         let (mut request, done) = match in_flight[client as usize].take() {
             Some(mut request) => {
                 let done = match request.rest.take() {
@@ -255,7 +258,8 @@ pub fn run(
                 }
             },
         };
-        let phase = target.counters() - counters_before;
+        counters_now = target.counters();
+        let phase = counters_now - counters_before;
         request.page_reads += phase.of(Purpose::UserData).reads + phase.of(Purpose::Index).reads;
         request.index_reads += phase.of(Purpose::Index).reads;
         if request.rest.is_some() {
