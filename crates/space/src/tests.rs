@@ -466,6 +466,26 @@ fn data_page(space: &mut Space, page: PageIndex) -> (Vec<u8>, Vec<u8>) {
     (data, oob)
 }
 
+/// A fresh space with `records` appended as user data of `namespace`, synced, and where each
+/// went: what packing the same records must reproduce.
+fn appended_space<'a>(
+    namespace: u32,
+    records: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> (Space, Vec<RecordPointer>) {
+    let mut appended = space();
+    let pointers = records
+        .map(|(key, value)| {
+            let (pointer, _) = appended
+                .append_record(0, Purpose::UserData, namespace, key, value)
+                .expect("append");
+            pointer
+        })
+        .collect();
+    appended
+        .sync(0, namespace, Purpose::UserData)
+        .expect("sync");
+    (appended, pointers)
+}
 #[test]
 fn space_packed_records_program_the_pages_appending_would() {
     let records: Vec<(Vec<u8>, Vec<u8>, bool)> = (0..120u32)
@@ -476,15 +496,8 @@ fn space_packed_records_program_the_pages_appending_would() {
             (key, vec![(i % 251) as u8; len], i % 5 == 0)
         })
         .collect();
-    let mut appended = space();
-    let mut expected = Vec::new();
-    for (key, value, _) in &records {
-        let (pointer, _) = appended
-            .append_record(0, Purpose::UserData, 3, key, value)
-            .expect("append");
-        expected.push(pointer);
-    }
-    appended.sync(0, 3, Purpose::UserData).expect("sync");
+    let (mut appended, expected) =
+        appended_space(3, records.iter().map(|(k, v, _)| (&k[..], &v[..])));
 
     let mut packed_space = space();
     let packer = packed_space.record_packer(3);
@@ -603,15 +616,8 @@ mod packed_properties {
                 .iter()
                 .filter(|(key, value, _)| RECORD_HEADER_BYTES + key.len() + value.len() <= 512)
                 .collect();
-            let mut appended = space();
-            let mut expected = Vec::new();
-            for (key, value, _) in &small {
-                let (pointer, _) = appended
-                    .append_record(0, Purpose::UserData, 2, key, value)
-                    .expect("append");
-                expected.push(pointer);
-            }
-            appended.sync(0, 2, Purpose::UserData).expect("sync");
+            let (mut appended, expected) =
+                appended_space(2, small.iter().map(|(k, v, _)| (&k[..], &v[..])));
 
             // All live, small records only: the same places and the same page bytes.
             let mut packed_space = space();
