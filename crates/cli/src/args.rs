@@ -21,7 +21,8 @@ pub(crate) struct RunArgs {
     /// No progress bar.
     #[arg(long)]
     pub(crate) quiet: bool,
-    /// Presets simulated at once, each on its own thread (figures do not depend on it).
+    /// Presets simulated at once, each on its own thread (figures do not depend on it; `ycsb`
+    /// starts the hash presets first, as they take the longest).
     #[arg(long, default_value_t = default_threads(), value_parser = parse_threads)]
     pub(crate) threads: usize,
     /// Start even if the run's estimated memory exceeds what the system has available.
