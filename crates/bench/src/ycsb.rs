@@ -76,8 +76,8 @@ fn longest_first(presets: &[String]) -> Vec<usize> {
     order
 }
 
-/// Runs `work` for every preset (see [`run_presets`]) and gathers the results and notes it returns
-/// into one report, in preset order; the first failure is the error.
+/// Runs `work` for every preset on up to `threads` threads ([`run_jobs`]) and gathers the results
+/// and notes it returns into one report, in preset order; the first failure is the error.
 pub fn report_presets(
     profile: &str,
     seed: u64,
@@ -105,15 +105,6 @@ fn report_presets_in_order(
         report.notes.extend(notes);
     }
     Ok(report)
-}
-
-/// Runs `work` for every preset on up to `threads` threads; results in preset order.
-pub fn run_presets<T: Send>(
-    presets: &[String],
-    threads: usize,
-    work: impl Fn(&str) -> T + Sync,
-) -> Vec<T> {
-    run_jobs(presets, threads, |preset| work(preset))
 }
 
 /// Runs `work` for every job on up to `threads` threads; results in job order.
@@ -264,9 +255,12 @@ mod tests {
         let started = std::sync::Mutex::new(Vec::new());
         let results = run_jobs_in_order(&presets, &order, 1, |preset| {
             started.lock().expect("lock").push(preset.clone());
-            preset.len()
+            format!("ran {preset}")
         });
         assert_eq!(started.into_inner().expect("lock"), first);
-        assert_eq!(results, [4, 4, 10, 4]);
+        assert_eq!(
+            results,
+            ["ran pink", "ran hash", "ran lightstore", "ran kaml"]
+        );
     }
 }
