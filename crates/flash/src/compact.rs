@@ -192,6 +192,13 @@ fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
                 }
             }
         }
+        if slot[at] != slot[at - PATTERN_BYTES] {
+            // No stretch starts here. (Only the last seven positions get here without the test
+            // above: taken as candidates, they found a fill of exactly 16 bytes ending at one of
+            // them, wherever a scan happened to stop there, so the two scans could differ.)
+            at += 1;
+            continue;
+        }
         let end = periodic_end(slot, at);
         // Bytes [at - 16, end) repeat with period 16; what an earlier run took is not available.
         let start = (at - PATTERN_BYTES).max(literal_from);
