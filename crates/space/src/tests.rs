@@ -486,6 +486,7 @@ fn appended_space<'a>(
         .expect("sync");
     (appended, pointers)
 }
+
 #[test]
 fn space_packed_records_program_the_pages_appending_would() {
     let records: Vec<(Vec<u8>, Vec<u8>, bool)> = (0..120u32)
