@@ -135,6 +135,23 @@ impl BlockArena {
         (last == first + 1).then_some([head, tail])
     }
 
+    /// Where page `page`'s encoding starts in the block's stream (0 if it is not stored): a read
+    /// of the page's entry in the page table, for [`BlockArena::chunk_address`] to follow.
+    pub(crate) fn start_of(&self, page: usize) -> usize {
+        self.pages
+            .get(page)
+            .map_or(0, |extent| extent.start as usize)
+    }
+
+    /// Where the chunk holding byte `start` of the stream lies in memory (0 if it is not held): a
+    /// read of the chunk table's entry, for [`BlockArena::parts`] to follow.
+    pub(crate) fn chunk_address(&self, start: usize) -> usize {
+        self.chunks
+            .get(start / self.chunk_bytes)
+            .and_then(Option::as_ref)
+            .map_or(0, |chunk| chunk.as_ptr() as usize)
+    }
+
     /// Forgets page `page`'s encoding, freeing every chunk no stored page lies in any more.
     /// Returns whether the page was stored and not yet discarded.
     pub(crate) fn discard(&mut self, page: usize) -> bool {

@@ -142,6 +142,14 @@ impl Media {
         }
     }
 
+    /// Touches what reads of pages `indices` will touch in host memory, where that is worth it
+    /// (compact media: [`crate::compact::CompactMedia::prefetch`]). Changes nothing.
+    pub(crate) fn prefetch(&self, indices: &[u64]) {
+        if let Media::Compact(compact) = self {
+            compact.prefetch(indices);
+        }
+    }
+
     /// Stores page `index`'s payload and OOB area; on file media with write-behind on and
     /// `behind_allowed`, queues them ([`WriteBehind`]).
     pub(crate) fn write(

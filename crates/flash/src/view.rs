@@ -9,7 +9,6 @@
 use std::cell::Cell;
 
 use crate::compact::SpanReader;
-use crate::flash::Encoded;
 use crate::retry::READ_ATTEMPTS_MAX;
 use crate::{Flash, FlashError, PageAddress, PageRead, Purpose, Result, SimTime};
 
@@ -102,29 +101,39 @@ impl Flash {
         Ok((parts(&view), read))
     }
 
+    /// Copies payload bytes `offset..offset + out.len()` of page `page` as they are now, with no
+    /// time, counter or rule: for a hint about what a reader will need next ([`Flash::prefetch`]
+    /// of the page it points to), never for what the simulation serves. Only compact media
+    /// answer. Returns whether `out` was filled (not for a page unprogrammed, discarded, or on
+    /// other media, or a range past the page).
+    pub fn peek(&self, page: PageAddress, offset: usize, out: &mut [u8]) -> bool {
+        let page_bytes = self.geometry().page_bytes as usize;
+        let oob_bytes = self.geometry().oob_bytes as usize;
+        if offset
+            .checked_add(out.len())
+            .is_none_or(|end| end > page_bytes)
+            || self.readable_slot(page).is_err()
+        {
+            return false;
+        }
+        self.encoding(page).is_ok_and(|encoded| {
+            SpanReader::new(encoded)
+                .read(oob_bytes + offset, out)
+                .is_ok()
+        })
+    }
+
     /// Touches what reads of `pages` will touch first in host memory: each page's block state
     /// and, on compact media, its encoding. The host's memory then fetches them together rather
     /// than one read at a time (a scan's records lie on random pages among gigabytes of
     /// encodings). Nothing the simulation sees changes: no time, counter or state; pages outside
     /// the card, never programmed or discarded are skipped.
     pub fn prefetch(&self, pages: &[PageAddress]) {
-        // Two passes, each of loads that do not wait on one another: first where each encoding
-        // lies, then its bytes.
-        let encodings: Vec<Encoded<'_>> = pages
+        let indices: Vec<u64> = pages
             .iter()
             .filter(|&&page| self.readable_slot(page).is_ok())
-            .filter_map(|&page| self.encoding(page).ok())
+            .map(|&page| self.geometry().page_index(page))
             .collect();
-        let mut sum = 0u64;
-        for part in encodings.iter().flatten() {
-            // One byte of every cache line the encoding lies in.
-            for byte in part.iter().step_by(CACHE_LINE_BYTES) {
-                sum = sum.wrapping_add(u64::from(*byte));
-            }
-        }
-        std::hint::black_box(sum);
+        self.media().prefetch(&indices);
     }
 }
-
-/// The host's cache line, the step of [`Flash::prefetch`]'s touches.
-const CACHE_LINE_BYTES: usize = 64;

@@ -2,7 +2,7 @@
 //! whatever the pages hold; erasing a block frees what its pages took; a discarded page's read
 //! takes its time and fails with a typed error instead of returning bytes.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kvssd_flash::{
     BlockAddress, Flash, FlashError, MediaKind, PageAddress, Profile, Purpose, PATTERN_BYTES,
@@ -75,6 +75,14 @@ enum Step {
     Prefetch {
         pages: Vec<(u32, u32)>,
     },
+    /// A look at a page's bytes as they are, for hints: the programmed bytes on compact media,
+    /// nothing on ram media, and nothing counted or timed on either.
+    Peek {
+        block: u32,
+        page: u32,
+        offset: usize,
+        length: usize,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -89,6 +97,9 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Discard { block, page }),
         1 => proptest::collection::vec((0u32..64, 0u32..12), 0..6)
             .prop_map(|pages| Step::Prefetch { pages }),
+        2 => (0u32..6, 0u32..10, 0usize..600, 0usize..300).prop_map(|(block, page, offset, length)| {
+            Step::Peek { block, page, offset, length }
+        }),
     ]
 }
 
@@ -119,9 +130,12 @@ proptest! {
         let geometry = *ram.geometry();
         let mut at = 0;
         let mut discarded: BTreeSet<(u32, u32)> = BTreeSet::new();
+        // The payload of every page programmed since its block's erase.
+        let mut programmed: BTreeMap<(u32, u32), Vec<u8>> = BTreeMap::new();
         for step in steps {
             match step {
                 Step::Program { block, kind, seed } => {
+                    let block_number = block;
                     let block = address(block);
                     let page = block.page(ram.programmed_pages(block).expect("in range"));
                     let data = page_of(kind, seed, geometry.page_bytes as usize);
@@ -129,6 +143,9 @@ proptest! {
                     let a = ram.program(at, page, Purpose::UserData, &data, &oob);
                     let b = compact.program(at, page, Purpose::UserData, &data, &oob);
                     prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    if a.is_ok() {
+                        programmed.insert((block_number, page.page), data);
+                    }
                     at = a.unwrap_or(at);
                 }
                 Step::Read { block, page } => {
@@ -183,6 +200,7 @@ proptest! {
                     prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
                     if a.is_ok() {
                         discarded.retain(|&(discarded_block, _)| discarded_block != block);
+                        programmed.retain(|&(programmed_block, _), _| programmed_block != block);
                     }
                 }
                 Step::Discard { block, page } => {
@@ -203,6 +221,20 @@ proptest! {
                         .map(|(block, page)| address(block).page(page))
                         .collect();
                     compact.prefetch(&pages);
+                }
+                Step::Peek { block, page, offset, length } => {
+                    let address = address(block).page(page);
+                    let mut out = vec![0u8; length];
+                    prop_assert!(!ram.peek(address, offset, &mut out), "ram media answer no peek");
+                    let expected = programmed
+                        .get(&(block, page))
+                        .filter(|_| !discarded.contains(&(block, page)))
+                        .and_then(|data| data.get(offset..offset + length));
+                    let peeked = compact.peek(address, offset, &mut out);
+                    prop_assert_eq!(peeked, expected.is_some(), "peek of {:?}", address);
+                    if let Some(expected) = expected {
+                        prop_assert!(out == expected, "peeked bytes differ");
+                    }
                 }
             }
         }
