@@ -544,6 +544,15 @@ impl Device {
         self.after_command(core, done)
     }
 
+    /// Warns the device that `keys` are about to be retrieved, so that the host memory their
+    /// retrieves read first is fetched together rather than one miss after another: a
+    /// simulator's speed on a card of many gigabytes (a client scanning a hash namespace with
+    /// point reads knows its next keys). Changes nothing the simulation sees: no time, counter
+    /// or state; namespaces whose engine has no use for the warning ignore it.
+    pub fn prefetch_gets(&self, namespace: NamespaceId, keys: &[&[u8]]) -> Result<()> {
+        self.lock()?.prefetch_gets(namespace, keys)
+    }
+
     /// Whether each key has a value, one answer per key, in order.
     pub fn exist(
         &self,

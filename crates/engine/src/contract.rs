@@ -136,6 +136,14 @@ pub trait Engine: Send {
         Ok((Located::Value(value), done))
     }
 
+    /// Warns the host's memory that GETs of `keys` are about to be made, so that what they will
+    /// read first is fetched together rather than one miss after another (a simulator's speed
+    /// on a card of many gigabytes). Changes nothing the simulation sees: no time, counter,
+    /// cache or state. By default it does nothing.
+    fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) {
+        let _ = (space, keys);
+    }
+
     /// Whether `key` has a value, without reading it. Same guarantees as [`Engine::get`].
     fn contains(&mut self, space: &mut Space, at: SimTime, key: &[u8]) -> Result<(bool, SimTime)>;
 

@@ -348,6 +348,25 @@ impl Space {
         self.flash.prefetch(&pages);
     }
 
+    /// Warns the host's memory of pages about to be read ([`kvssd_flash::Flash::prefetch`]), as
+    /// [`Space::prefetch_records`] does for records. Changes nothing the simulation sees; pages
+    /// outside the device are skipped.
+    pub fn prefetch_pages(&self, pages: impl IntoIterator<Item = PageIndex>) {
+        let pages: Vec<PageAddress> = pages
+            .into_iter()
+            .filter_map(|page| self.page_address(page).ok())
+            .collect();
+        self.flash.prefetch(&pages);
+    }
+
+    /// Payload bytes of page `page` as they are now, with no time, counter or rule
+    /// ([`kvssd_flash::Flash::peek`]): for a hint about what a reader will need next, never for
+    /// what the simulation serves. Returns whether `out` was filled.
+    pub fn peek_page(&self, page: PageIndex, offset: usize, out: &mut [u8]) -> bool {
+        self.page_address(page)
+            .is_ok_and(|address| self.flash.peek(address, offset, out))
+    }
+
     /// Reads the record a pointer names (from the open page in DRAM if it is still there).
     pub fn read_record(
         &mut self,

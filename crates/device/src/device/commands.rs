@@ -357,6 +357,12 @@ impl Core {
         Ok(ScanRetrieval { pairs, done: t })
     }
 
+    pub(super) fn prefetch_gets(&mut self, id: NamespaceId, keys: &[&[u8]]) -> Result<()> {
+        let (space, engine) = self.split(id)?;
+        engine.prefetch_gets(space, keys);
+        Ok(())
+    }
+
     pub(super) fn exist(
         &mut self,
         at: SimTime,

@@ -30,6 +30,10 @@ impl Engine for HashIndex {
         Ok(HashIndex::contains(self, space, at, key)?)
     }
 
+    fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) {
+        HashIndex::prefetch_gets(self, space, keys);
+    }
+
     fn put(&mut self, space: &mut Space, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime> {
         Ok(HashIndex::put(self, space, at, key, value)?)
     }

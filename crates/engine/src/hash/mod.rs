@@ -326,6 +326,11 @@ impl HashIndex {
 
     fn hash_of(&mut self, key: &[u8]) -> u64 {
         self.cpu_pending.bytes_hashed += key.len() as u64;
+        self.key_hash(key)
+    }
+
+    /// The hash of `key`, charging nothing ([`HashIndex::hash_of`] charges the controller).
+    fn key_hash(&self, key: &[u8]) -> u64 {
         match <[u8; KEY_IN_SLOT_BYTES]>::try_from(key) {
             Ok(fixed) if self.config.key_in_slot => bucket::fixed_key_hash(fixed),
             _ => bucket::key_hash(key),

@@ -178,6 +178,17 @@ impl Table {
         (total > 0 && self.slots_per_page > 0).then(|| (home % total) / self.slots_per_page as u64)
     }
 
+    /// The flash page a use of bucket page `page` would read now: `None` if it is cached, was
+    /// never written, or lies outside the table. Changes nothing.
+    pub(crate) fn page_to_read(&self, page: u64) -> Option<PageIndex> {
+        match &self.storage {
+            Storage::Flash {
+                directory, cache, ..
+            } if !cache.contains_key(&page) => directory.get(page as usize).copied().flatten(),
+            _ => None,
+        }
+    }
+
     /// The slots of a key's probe window as runs `(page, first slot in page, slots)`.
     pub(crate) fn window(&self, home: u64, probes: u64) -> Vec<(u64, usize, usize)> {
         let total = self.total_slots();
