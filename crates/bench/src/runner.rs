@@ -51,6 +51,11 @@ pub trait SimTarget {
         start: &[u8],
         count: usize,
     ) -> Result<(usize, SimTime), TargetError>;
+    /// Warns the store that `keys` are about to be read, for the host's speed alone: nothing
+    /// the run measures may change. By default it does nothing.
+    fn prefetch_gets(&mut self, keys: &[&[u8]]) {
+        let _ = keys;
+    }
     /// The flash counters so far.
     fn counters(&self) -> Counters;
     /// DRAM in use, by part.
@@ -175,6 +180,7 @@ pub fn run(
     let mut completed = 0u64;
     // The rest of each client's request, when it takes more than one command.
     let mut in_flight: Vec<Option<InFlight>> = (0..config.clients.max(1)).map(|_| None).collect();
+    let mut hints = GetHints::default();
     while completed < config.operations {
         let Some(Reverse((at, client))) = clients.pop() else {
             break;
@@ -262,7 +268,10 @@ pub fn run(
         let phase = counters_now - counters_before;
         request.page_reads += phase.of(Purpose::UserData).reads + phase.of(Purpose::Index).reads;
         request.index_reads += phase.of(Purpose::Index).reads;
-        if request.rest.is_some() {
+        if let Some(rest) = &request.rest {
+            if let Continuation::Gets { next, .. } = rest {
+                hints.add(*next, config.key_bytes, target);
+            }
             in_flight[client as usize] = Some(request);
             clients.push(Reverse((done, client)));
             continue;
@@ -386,6 +395,33 @@ enum Continuation {
     Write { number: u64 },
     /// A scan served as point GETs: the next key number to read, and the end.
     Gets { next: u64, last: u64 },
+}
+
+/// Keys that clients will read next (a scan served as point GETs knows them), handed to the
+/// store in batches ([`SimTarget::prefetch_gets`]) so that it can fetch their host memory
+/// together. A key is read when its client's turn comes, after about a round of the other
+/// clients, so a batch is warned well ahead of its reads and not so far that they are evicted.
+#[derive(Default)]
+struct GetHints {
+    numbers: Vec<u64>,
+}
+
+impl GetHints {
+    /// Keys warned at once.
+    const BATCH: usize = 16;
+
+    fn add(&mut self, number: u64, key_bytes: usize, target: &mut dyn SimTarget) {
+        self.numbers.push(number);
+        if self.numbers.len() >= Self::BATCH {
+            let keys: Vec<Vec<u8>> = self
+                .numbers
+                .drain(..)
+                .map(|number| key_of(number, key_bytes))
+                .collect();
+            let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+            target.prefetch_gets(&keys);
+        }
+    }
 }
 
 /// A client's request while it runs.
