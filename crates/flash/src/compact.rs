@@ -555,8 +555,8 @@ impl CompactMedia {
 
     /// Touches what reads of pages `indices` will touch, in passes that each load one step for
     /// every page, so that the host fetches the pages' steps together rather than one miss after
-    /// another: the block's tables, the page's entry, its chunk's entry, then every cache line
-    /// of its encoding. Changes nothing.
+    /// another: the block's tables, the page's entry, its chunk's entry, then the cache lines of
+    /// its encoding's first [`PREFETCH_BYTES`]. Changes nothing.
     pub(crate) fn prefetch(&self, indices: &[u64]) {
         let arenas: Vec<(&BlockArena, usize)> = indices
             .iter()

@@ -655,13 +655,13 @@ impl Flash {
         })
     }
 
-    /// Page `page`'s encoding on compact media, in the (at most two) pieces it lies in. A
-    /// discarded page is [`FlashError::Discarded`] (with no time: nothing was read).
     /// The media, for host-side hints ([`Flash::prefetch`]).
     pub(crate) fn media(&self) -> &Media {
         &self.media
     }
 
+    /// Page `page`'s encoding on compact media, in the (at most two) pieces it lies in. A
+    /// discarded page is [`FlashError::Discarded`] (with no time: nothing was read).
     pub(crate) fn encoding(&self, page: PageAddress) -> Result<Encoded<'_>> {
         let Media::Compact(media) = &self.media else {
             return Err(FlashError::MediaMalformed {

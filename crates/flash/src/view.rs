@@ -124,8 +124,9 @@ impl Flash {
     }
 
     /// Touches what reads of `pages` will touch first in host memory: each page's block state
-    /// and, on compact media, its encoding. The host's memory then fetches them together rather
-    /// than one read at a time (a scan's records lie on random pages among gigabytes of
+    /// and, on compact media, where its encoding lies and the encoding's head, a step for every
+    /// page before the next step. The host's memory then fetches them together rather than one
+    /// read at a time (a scan's records lie on random pages among gigabytes of
     /// encodings). Nothing the simulation sees changes: no time, counter or state; pages outside
     /// the card, never programmed or discarded are skipped.
     pub fn prefetch(&self, pages: &[PageAddress]) {

@@ -157,33 +157,45 @@ impl HashIndex {
     pub fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) {
         /// Slots of each window looked at: a probe usually stops within a few.
         const PEEK_SLOTS: usize = 4;
+        /// Bytes of a slot at most (a 64-bit signature and the pointer).
+        const SLOT_BYTES_MAX: usize = 16;
+        /// Where a GET of a warned key starts its probe.
+        struct Start {
+            page: u64,
+            slot: usize,
+            slots: usize,
+            signature: u64,
+            on_flash: Option<PageIndex>,
+        }
         let total = self.table.total_slots();
         let bits = self.config.signature_bits;
         let width = bucket::slot_bytes(bits);
-        let probes: Vec<(u64, usize, usize, u64, Option<PageIndex>)> = keys
+        let starts: Vec<Start> = keys
             .iter()
             .filter_map(|key| {
                 let hash = self.key_hash(key);
                 let home = bucket::home_slot(hash, total);
-                let &(page, start, count) = self.table.window(home, self.probe_slots).first()?;
-                let signature = bucket::signature(hash, bits);
-                let count = count.min(PEEK_SLOTS);
-                Some((page, start, count, signature, self.table.page_to_read(page)))
+                let &(page, slot, slots) = self.table.window(home, self.probe_slots).first()?;
+                Some(Start {
+                    page,
+                    slot,
+                    slots: slots.min(PEEK_SLOTS),
+                    signature: bucket::signature(hash, bits),
+                    on_flash: self.table.page_to_read(page),
+                })
             })
             .collect();
-        space.prefetch_pages(
-            probes
-                .iter()
-                .filter_map(|probe| probe.4)
-                .collect::<Vec<_>>(),
-        );
-        let mut peeked = [0u8; PEEK_SLOTS * 16];
-        let mut pointers = Vec::with_capacity(probes.len());
-        for &(page, start, count, signature, on_flash) in &probes {
-            let (slots, first) = match on_flash {
+        space.prefetch_pages(starts.iter().filter_map(|start| start.on_flash));
+        let mut peeked = [0u8; PEEK_SLOTS * SLOT_BYTES_MAX];
+        let mut pointers = Vec::with_capacity(starts.len());
+        for start in &starts {
+            let (slots, first) = match start.on_flash {
                 Some(flash_page) => {
-                    let bytes = &mut peeked[..count * width];
-                    if !space.peek_page(flash_page, bucket::HEADER_BYTES + start * width, bytes) {
+                    let at = bucket::HEADER_BYTES + start.slot * width;
+                    let Some(bytes) = peeked.get_mut(..start.slots * width) else {
+                        continue;
+                    };
+                    if !space.peek_page(flash_page, at, bytes) {
                         continue;
                     }
                     (
@@ -194,14 +206,14 @@ impl HashIndex {
                         0,
                     )
                 }
-                None => match self.table.resident(page) {
-                    Some(slots) => (slots, start),
+                None => match self.table.resident(start.page) {
+                    Some(slots) => (slots, start.slot),
                     None => continue,
                 },
             };
-            let found = (first..first + count)
+            let found = (first..first + start.slots)
                 .map_while(|index| slots.get(index).filter(|slot| !slot.is_empty()))
-                .find(|slot| slot.is_live() && slot.signature == signature);
+                .find(|slot| slot.is_live() && slot.signature == start.signature);
             if let Some(slot) = found {
                 pointers.push(RecordPointer::from_raw(slot.pointer));
             }
