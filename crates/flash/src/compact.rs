@@ -144,6 +144,22 @@ fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
     let mut literal_from = 0;
     let mut at = PATTERN_BYTES;
     while at < length {
+        // Sixteen positions at once, where none of them can start a run. A pattern run from a
+        // position `c` of `at..at + 16` needs positions `c..c + 32` to repeat the bytes 16
+        // before, which takes in all of `at + 16..at + 32`; a fill needs sixteen bytes of one
+        // byte within `c - 16..c + 16`, inside `at - 16..at + 32`, and any sixteen such bytes
+        // hold one of that stretch's six eight-byte words whole. When neither holds, the scan
+        // below would look at each candidate here, find no run, and go on past `at + 15`.
+        // Pages of keys and pointers (index and bucket pages) are mostly such stretches.
+        // (Only where no earlier run is within 16 bytes, as below.)
+        if RULE_OUT && literal_from + PATTERN_BYTES <= at && at + 32 <= length {
+            let repeats = slot[at + 16..at + 32] == slot[at..at + 16];
+            let one_byte = (0..6).any(|index| is_one_byte(word(slot, at - 16 + 8 * index)));
+            if !repeats && !one_byte {
+                at += 16;
+                continue;
+            }
+        }
         // Eight positions at once, where none of them can start a run: a pattern run from a
         // position `c` of `at..at + 8` needs positions `c..c + 32` to repeat the bytes 16 before,
         // which takes in all of `at + 8..at + 16`; a fill needs bytes `c - 16..c` to be one byte,
