@@ -1,0 +1,182 @@
+//! The compact media themselves: each block's page encodings ([`super::encode`]) in a
+//! [`BlockArena`], read back whole or in spans, freed on discard and erase.
+
+use super::{decode_into, encode, Malformed};
+use crate::arena::{chunk_bytes_for, BlockArena};
+use crate::{Geometry, PageAddress};
+
+/// The host's cache line, the step of [`CompactMedia::prefetch`]'s touches.
+const CACHE_LINE_BYTES: usize = 64;
+/// Bytes of each encoding [`CompactMedia::prefetch`] touches at most: a page of records encodes
+/// to about 560.
+const PREFETCH_BYTES: usize = 1024;
+
+/// Pages in memory in the encoding above, each block's packed end to end in chunks
+/// ([`crate::arena`]): no allocation a page, and a chunk freed once every page in it is discarded.
+pub(crate) struct CompactMedia {
+    geometry: Geometry,
+    page_bytes: usize,
+    slot: Vec<u8>,
+    scratch: Vec<u8>,
+    /// By block, its programmed pages in order.
+    blocks: Vec<BlockArena>,
+    /// Bytes the blocks hold (kept as a sum: statistics read it per request).
+    stored: u64,
+}
+
+/// What reading a page of the compact media can find instead of its bytes.
+pub(crate) enum Unreadable {
+    /// The page's bytes were discarded.
+    Discarded,
+    /// The encoding is malformed (never returned as data).
+    Malformed(Malformed),
+}
+
+impl CompactMedia {
+    pub(crate) fn new(geometry: &Geometry) -> Self {
+        let slot_bytes = (geometry.page_bytes + geometry.oob_bytes) as usize;
+        CompactMedia {
+            geometry: *geometry,
+            page_bytes: geometry.page_bytes as usize,
+            slot: vec![0u8; slot_bytes],
+            scratch: Vec::new(),
+            blocks: (0..geometry.blocks_total())
+                .map(|_| BlockArena::new(chunk_bytes_for(slot_bytes)))
+                .collect(),
+            stored: 0,
+        }
+    }
+
+    fn locate(&self, index: u64) -> (usize, usize) {
+        let pages_per_block = u64::from(self.geometry.pages_per_block);
+        (
+            (index / pages_per_block) as usize,
+            (index % pages_per_block) as usize,
+        )
+    }
+
+    /// Copies page `index` into `data` and `oob`. A page never programmed reads as erased (the
+    /// flash layer does not read such pages).
+    pub(crate) fn read(
+        &mut self,
+        index: u64,
+        data: &mut [u8],
+        oob: &mut [u8],
+    ) -> Result<(), Unreadable> {
+        let (block, page) = self.locate(index);
+        let Some(pages) = self.blocks.get(block) else {
+            return Err(Unreadable::Malformed("the page is outside the media"));
+        };
+        if page >= pages.len() {
+            data.fill(0xFF);
+            oob.fill(0);
+            return Ok(());
+        }
+        let encoded = pages.parts(page).ok_or(Unreadable::Discarded)?;
+        decode_into(encoded, [oob, data]).map_err(Unreadable::Malformed)
+    }
+
+    /// Page `index`'s encoding, in the (at most two) pieces it lies in, for reading parts of it
+    /// ([`decode_span`]). The flash layer reads only programmed pages.
+    pub(crate) fn encoded(&self, index: u64) -> Result<[&[u8]; 2], Unreadable> {
+        let (block, page) = self.locate(index);
+        let pages = self
+            .blocks
+            .get(block)
+            .filter(|pages| page < pages.len())
+            .ok_or(Unreadable::Malformed("the page was never stored"))?;
+        pages.parts(page).ok_or(Unreadable::Discarded)
+    }
+
+    /// Touches what reads of pages `indices` will touch, in passes that each load one step for
+    /// every page, so that the host fetches the pages' steps together rather than one miss after
+    /// another: the block's tables, the page's entry, its chunk's entry, then the cache lines of
+    /// its encoding's first [`PREFETCH_BYTES`]. Changes nothing.
+    pub(crate) fn prefetch(&self, indices: &[u64]) {
+        let arenas: Vec<(&BlockArena, usize)> = indices
+            .iter()
+            .filter_map(|&index| {
+                let (block, page) = self.locate(index);
+                Some((self.blocks.get(block)?, page))
+            })
+            .collect();
+        let mut sum = 0usize;
+        for (arena, _) in &arenas {
+            sum = sum.wrapping_add(arena.len());
+        }
+        let starts: Vec<usize> = arenas
+            .iter()
+            .map(|(arena, page)| arena.start_of(*page))
+            .collect();
+        for ((arena, _), start) in arenas.iter().zip(&starts) {
+            sum = sum.wrapping_add(arena.chunk_address(*start));
+        }
+        for (arena, page) in &arenas {
+            // The lines a read starts with: a page of records whole, a bucket or meta page's
+            // head (a copy of the rest streams behind it).
+            let mut left = PREFETCH_BYTES;
+            for part in arena.parts(*page).into_iter().flatten() {
+                for byte in part.iter().take(left).step_by(CACHE_LINE_BYTES) {
+                    sum = sum.wrapping_add(usize::from(*byte));
+                }
+                left = left.saturating_sub(part.len());
+            }
+        }
+        std::hint::black_box(sum);
+    }
+
+    /// Stores page `index`, the next page of its block (the flash layer checked the order).
+    pub(crate) fn write(
+        &mut self,
+        index: u64,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<(), (PageAddress, Malformed)> {
+        let (block, page) = self.locate(index);
+        let address = self.geometry.page_at(index);
+        let Some(pages) = self.blocks.get_mut(block) else {
+            return Err((address, "the page is outside the media"));
+        };
+        if pages.len() != page {
+            return Err((address, "pages of a block must be stored in order"));
+        }
+        // The OOB area first: a read that wants only the trailer and one record decodes the
+        // first operations, and the record's (`decode_span`).
+        let oob_bytes = self.slot.len() - self.page_bytes;
+        self.slot[..oob_bytes].copy_from_slice(oob);
+        self.slot[oob_bytes..].copy_from_slice(data);
+        self.scratch.clear();
+        encode(&self.slot, &mut self.scratch);
+        let before = pages.held_bytes();
+        pages.push(&self.scratch);
+        self.stored = self.stored + pages.held_bytes() - before;
+        Ok(())
+    }
+
+    /// Frees the bytes of programmed page `index`, which nothing will read again: reading it then
+    /// fails with [`Unreadable::Discarded`]. Returns whether the page was programmed and not yet
+    /// discarded.
+    pub(crate) fn discard(&mut self, index: u64) -> bool {
+        let (block, page) = self.locate(index);
+        let Some(pages) = self.blocks.get_mut(block) else {
+            return false;
+        };
+        let before = pages.held_bytes();
+        let discarded = pages.discard(page);
+        self.stored = self.stored + pages.held_bytes() - before;
+        discarded
+    }
+
+    /// Forgets a block's pages and frees their memory.
+    pub(crate) fn erase(&mut self, block: u64) {
+        if let Some(pages) = self.blocks.get_mut(block as usize) {
+            self.stored -= pages.held_bytes();
+            *pages = BlockArena::new(chunk_bytes_for(self.slot.len()));
+        }
+    }
+
+    /// Bytes the media hold now: the blocks' chunks and tables.
+    pub(crate) fn stored_bytes(&self) -> u64 {
+        self.stored
+    }
+}
