@@ -341,11 +341,7 @@ impl Space {
     /// a reader of many records at once (a scan) touches their pages together first. Changes
     /// nothing the simulation sees.
     pub fn prefetch_records(&self, pointers: impl IntoIterator<Item = RecordPointer>) {
-        let pages: Vec<PageAddress> = pointers
-            .into_iter()
-            .filter_map(|pointer| self.page_address(pointer.page()).ok())
-            .collect();
-        self.flash.prefetch(&pages);
+        self.prefetch_pages(pointers.into_iter().map(|pointer| pointer.page()));
     }
 
     /// Warns the host's memory of pages about to be read ([`kvssd_flash::Flash::prefetch`]), as
