@@ -180,7 +180,7 @@ pub fn run(
     let mut completed = 0u64;
     // The rest of each client's request, when it takes more than one command.
     let mut in_flight: Vec<Option<InFlight>> = (0..config.clients.max(1)).map(|_| None).collect();
-    let mut hints = GetHints::default();
+    let mut hints = GetHints::new(config.clients.max(1));
     while completed < config.operations {
         let Some(Reverse((at, client))) = clients.pop() else {
             break;
@@ -400,19 +400,27 @@ enum Continuation {
 /// Keys that clients will read next (a scan served as point GETs knows them), handed to the
 /// store in batches ([`SimTarget::prefetch_gets`]) so that it can fetch their host memory
 /// together. A key is read when its client's turn comes, after about a round of the other
-/// clients, so a batch is warned well ahead of its reads and not so far that they are evicted.
-#[derive(Default)]
+/// clients, so a batch is at most a quarter of the clients: warned well ahead of its reads, and
+/// not so far ahead that what it fetched is evicted.
 struct GetHints {
     numbers: Vec<u64>,
+    batch: usize,
 }
 
 impl GetHints {
-    /// Keys warned at once.
-    const BATCH: usize = 16;
+    /// Keys warned at once at most.
+    const BATCH_MAX: usize = 16;
+
+    fn new(clients: u32) -> GetHints {
+        GetHints {
+            numbers: Vec::new(),
+            batch: (clients as usize / 4).clamp(1, Self::BATCH_MAX),
+        }
+    }
 
     fn add(&mut self, number: u64, key_bytes: usize, target: &mut dyn SimTarget) {
         self.numbers.push(number);
-        if self.numbers.len() >= Self::BATCH {
+        if self.numbers.len() >= self.batch {
             let keys: Vec<Vec<u8>> = self
                 .numbers
                 .drain(..)
@@ -576,6 +584,8 @@ mod tests {
         pages: HashMap<Vec<u8>, PageAddress>,
         next: u64,
         scans: bool,
+        /// Keys warned of and keys read, in order: `true` for a warning.
+        keys_seen: Vec<(bool, Vec<u8>)>,
     }
 
     impl PagePerKey {
@@ -591,6 +601,7 @@ mod tests {
                 pages: HashMap::new(),
                 next: 0,
                 scans,
+                keys_seen: Vec::new(),
             }
         }
     }
@@ -622,6 +633,7 @@ mod tests {
             at: SimTime,
             key: &[u8],
         ) -> Result<(Option<Vec<u8>>, SimTime), TargetError> {
+            self.keys_seen.push((false, key.to_vec()));
             let Some(&page) = self.pages.get(key) else {
                 return Ok((None, at));
             };
@@ -633,6 +645,11 @@ mod tests {
                 .map_err(|error| TargetError::Failed(error.to_string()))?;
             data.truncate(usize::from(length[0]));
             Ok((Some(data), read.done_at))
+        }
+
+        fn prefetch_gets(&mut self, keys: &[&[u8]]) {
+            self.keys_seen
+                .extend(keys.iter().map(|key| (true, key.to_vec())));
         }
 
         fn scan(
@@ -741,6 +758,20 @@ mod tests {
             .as_deref()
             .is_some_and(|note| note.contains("point GETs")));
         assert!(scans.result.flash_reads_per_query.avg > 5.0);
+        // The keys of the scans' later GETs were warned of (one at a time for four clients),
+        // each before its read; only the scans cut short when the run ends leave one unread.
+        let warned: Vec<usize> = (0..store.keys_seen.len())
+            .filter(|&at| store.keys_seen[at].0)
+            .collect();
+        assert!(warned.len() >= 100);
+        let unread = warned
+            .iter()
+            .filter(|&&at| {
+                let key = &store.keys_seen[at].1;
+                !store.keys_seen[at..].contains(&(false, key.clone()))
+            })
+            .count();
+        assert!(unread <= 4, "{unread} keys warned of and never read");
         let mut scanning = PagePerKey::new(true);
         run(&mut scanning, &config("load", 0, 300, 8), 0, &mut |_| {}).expect("load");
         let native = run(&mut scanning, &config("e", 300, 200, 4), start, &mut |_| {}).expect("e");
