@@ -188,14 +188,7 @@ impl FileMedia {
                 .and_then(|()| file.set_len(layout.image_bytes))
                 .map_err(|source| FlashError::io(format!("size {}", path.display()), source))?;
         } else {
-            let actual = device_bytes(&file, path)?;
-            if actual < layout.image_bytes {
-                return Err(FlashError::ImageTooSmall {
-                    path: path.to_path_buf(),
-                    needed: layout.image_bytes,
-                    actual,
-                });
-            }
+            require_bytes(&file, path, layout.image_bytes)?;
             // A block device keeps old bytes: zero the block table and every OOB area so that no
             // page of a previous image looks programmed.
             zero_range(
@@ -246,14 +239,7 @@ impl FileMedia {
             }
         }
         let layout = Layout::of(&geometry);
-        let actual = device_bytes(&file, path)?;
-        if actual < layout.image_bytes {
-            return Err(FlashError::ImageTooSmall {
-                path: path.to_path_buf(),
-                needed: layout.image_bytes,
-                actual,
-            });
-        }
+        require_bytes(&file, path, layout.image_bytes)?;
         let mut table = vec![0u8; (geometry.blocks_total() * BLOCK_ENTRY_BYTES) as usize];
         file.read_exact_at(&mut table, layout.block_table_offset)
             .map_err(|source| {
@@ -641,6 +627,19 @@ pub(crate) fn decode_header_fields(header: &[u8]) -> std::result::Result<Geometr
 /// Bytes a file image of `geometry` takes (header, block table and page slots).
 pub(crate) fn image_bytes(geometry: &Geometry) -> u64 {
     Layout::of(geometry).image_bytes
+}
+
+/// Refuses a file or device shorter than `needed` bytes ([`FlashError::ImageTooSmall`]).
+fn require_bytes(file: &File, path: &Path, needed: u64) -> Result<()> {
+    let actual = device_bytes(file, path)?;
+    if actual < needed {
+        return Err(FlashError::ImageTooSmall {
+            path: path.to_path_buf(),
+            needed,
+            actual,
+        });
+    }
+    Ok(())
 }
 
 fn device_bytes(file: &File, path: &Path) -> Result<u64> {
