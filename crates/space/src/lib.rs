@@ -37,6 +37,20 @@ use std::collections::BTreeMap;
 use kvssd_flash::{Flash, FlashError, Geometry, JobId, Lane, PageAddress, SimTime};
 
 pub use config::SpaceConfig;
+
+/// Whether a reader verifies the checksum a format keeps within a page (a record's, a bucket
+/// page's) besides checking its bounds and fields ([`Space::read_contents`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contents {
+    /// Verify it: the bytes come from outside the process (file media), or every read is to be
+    /// verified ([`Flash::set_verify_every_read`]).
+    Verify,
+    /// Trust it: the flash layer returns exactly the bytes programmed (ram and compact media,
+    /// which verify a page's checksum wherever a fault may have touched it; see `Flash`'s
+    /// "Checksums"), and every page and record this product programs carries its checksum, so
+    /// verifying it again would only read the bytes a second time on every read.
+    Trust,
+}
 pub use detached::{DetachedRecord, RecordRead};
 pub use durable::{EraseHook, Part, OOB_KIND_SYSTEM, SYSTEM_OWNER};
 pub use layout::{
@@ -310,6 +324,16 @@ impl Space {
     /// The flash, for counters and timing queries.
     pub fn flash(&self) -> &Flash {
         &self.flash
+    }
+
+    /// Whether the layers reading pages from this space verify the checksums their own formats
+    /// carry (a record's, a bucket page's), or take the bytes on trust.
+    pub fn read_contents(&self) -> Contents {
+        if self.flash.verifies_every_read() {
+            Contents::Verify
+        } else {
+            Contents::Trust
+        }
     }
 
     /// Charges `cost_ns` of controller computation issued at `at`; returns when it completes.

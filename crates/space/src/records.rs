@@ -387,6 +387,7 @@ impl Space {
         let offset = pointer.chunk() as usize * chunk;
         let page_bytes = self.geometry.page_bytes as usize;
         let address = self.page_address(page)?;
+        let contents = self.read_contents();
         let (found, read) = self.flash.read_parts(at, address, purpose, |view| {
             if offset + RECORD_HEADER_BYTES > page_bytes {
                 return Err(SpaceError::Malformed {
@@ -414,7 +415,7 @@ impl Space {
                 let mut value = vec![0u8; header.value_len as usize];
                 view.copy(key_at + key.len(), &mut value)?;
                 return Ok(Found::Small(layout::small_from_parts(
-                    &head, &header, key, value, page,
+                    &head, &header, key, value, page, contents,
                 )?));
             }
             let mut whole = vec![0u8; page_bytes];

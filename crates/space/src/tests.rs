@@ -1,7 +1,7 @@
 //! Unit tests of the space layer on the `test_min` geometry: packing, large records, victim scans.
 
 use super::*;
-use kvssd_flash::{Profile, Purpose};
+use kvssd_flash::{MediaKind, Profile, Purpose};
 
 fn space() -> Space {
     let profile = Profile::test_min();
@@ -662,4 +662,23 @@ mod packed_properties {
             prop_assert_eq!(space.valid_bytes(), valid);
         }
     }
+}
+
+#[test]
+fn space_reads_trust_contents_only_where_the_flash_returns_exactly_what_was_programmed() {
+    let profile = Profile::test_min();
+    let config = SpaceConfig::for_geometry(&profile.geometry);
+    let on = |flash: Flash| Space::open(flash, config.clone()).expect("space");
+    let timing = || Some(profile.timing.clone());
+    for media in [MediaKind::Ram, MediaKind::Compact] {
+        let flash = Flash::new_on(&media, profile.geometry, timing()).expect("flash");
+        assert_eq!(on(flash).read_contents(), Contents::Trust, "{media:?}");
+        let mut verifying = Flash::new_on(&media, profile.geometry, timing()).expect("flash");
+        verifying.set_verify_every_read(true);
+        assert_eq!(on(verifying).read_contents(), Contents::Verify, "{media:?}");
+    }
+    let dir = tempfile::tempdir().expect("dir");
+    let file =
+        Flash::create(&dir.path().join("image"), profile.geometry, timing()).expect("file media");
+    assert_eq!(on(file).read_contents(), Contents::Verify);
 }

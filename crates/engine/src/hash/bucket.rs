@@ -20,6 +20,7 @@
 //! device a pointer can address.
 
 use super::{HashError, Result};
+use kvssd_space::Contents;
 
 /// Pointer of a slot never used.
 pub(crate) const EMPTY: u64 = u64::MAX;
@@ -153,19 +154,28 @@ pub(crate) fn decode(
     bits: u32,
     flash_page: u64,
 ) -> Result<Vec<Slot>> {
-    check(bytes, table_page, slot_count, bits, flash_page)?;
+    check(
+        bytes,
+        table_page,
+        slot_count,
+        bits,
+        flash_page,
+        Contents::Verify,
+    )?;
     decode_slots(bytes, slot_count, bits, flash_page)
 }
 
-/// Checks bucket page `table_page` read from flash page `flash_page` as [`decode`] does, without
-/// decoding its slots: the cache keeps the page as these bytes and reads a slot where it lies
-/// ([`Slots::Encoded`]). Never panics on bad bytes.
+/// Checks bucket page `table_page` read from flash page `flash_page` as [`decode`] does (its
+/// header always, its checksum and slots as `contents` says), without decoding its slots: the cache keeps
+/// the page as these bytes and reads a slot where it lies ([`Slots::Encoded`]). Never panics on
+/// bad bytes.
 pub(crate) fn check(
     bytes: &[u8],
     table_page: u64,
     slot_count: usize,
     bits: u32,
     flash_page: u64,
+    contents: Contents,
 ) -> Result<()> {
     let bad = |what| HashError::MalformedBucket {
         page: flash_page,
@@ -186,6 +196,9 @@ pub(crate) fn check(
     let end = HEADER_BYTES + slot_count * slot_bytes(bits);
     if end > bytes.len() {
         return Err(bad("slot array runs past the page"));
+    }
+    if contents == Contents::Trust {
+        return Ok(());
     }
     if read_u32(bytes, CRC_AT) != Some(page_crc(bytes, end)) {
         return Err(bad("checksum mismatch"));
@@ -426,6 +439,38 @@ mod tests {
     }
 
     #[test]
+    fn hash_bucket_check_trusting_contents_still_checks_the_header() {
+        let slots = vec![Slot {
+            signature: 0x3f,
+            pointer: 42,
+        }];
+        // Six-bit signatures: a slot holding a wider one is damage the checksum and the width
+        // check both see.
+        let bytes = encode(&slots, 7, 9, 6, 512);
+        let mut damaged = bytes.clone();
+        damaged[HEADER_BYTES + 8] = 0xff;
+        for contents in [Contents::Verify, Contents::Trust] {
+            assert!(check(&bytes, 7, 1, 6, 100, contents).is_ok());
+            assert!(
+                check(&bytes, 8, 1, 6, 100, contents).is_err(),
+                "another page"
+            );
+            assert!(
+                check(&bytes[..30], 7, 1, 6, 100, contents).is_err(),
+                "cut short"
+            );
+        }
+        assert!(matches!(
+            check(&damaged, 7, 1, 6, 100, Contents::Verify),
+            Err(HashError::MalformedBucket {
+                what: "checksum mismatch",
+                ..
+            })
+        ));
+        assert!(check(&damaged, 7, 1, 6, 100, Contents::Trust).is_ok());
+    }
+
+    #[test]
     fn hash_bucket_slots_round_trip_at_every_signature_width() {
         for bits in 1..=64u32 {
             let limit = if bits >= 64 {
@@ -453,7 +498,7 @@ mod tests {
                 let bytes = encode(&wide, 3, 1, bits, 1024);
                 for checked in [
                     decode(&bytes, 3, wide.len(), bits, 0).map(|_| ()),
-                    check(&bytes, 3, wide.len(), bits, 0),
+                    check(&bytes, 3, wide.len(), bits, 0, Contents::Verify),
                 ] {
                     assert!(
                         matches!(
@@ -485,7 +530,8 @@ mod tests {
                 })
                 .collect();
             let mut page = encode(&slots, 5, 1, bits, 1024);
-            check(&page, 5, slots.len(), bits, 0).expect("a page encode made passes");
+            check(&page, 5, slots.len(), bits, 0, Contents::Verify)
+                .expect("a page encode made passes");
             let view = slots_in(&page, slots.len(), bits);
             assert_eq!(view.len(), slots.len(), "bits {bits}");
             assert_eq!(view.to_vec(), slots, "bits {bits}");
@@ -518,7 +564,7 @@ mod tests {
             assert_eq!(page, encode(&slots, 5, 77, bits, 1024), "bits {bits}");
             let mut damaged = page.clone();
             damaged[HEADER_BYTES + 3] ^= 4;
-            assert!(check(&damaged, 5, slots.len(), bits, 0).is_err());
+            assert!(check(&damaged, 5, slots.len(), bits, 0, Contents::Verify).is_err());
         }
     }
 }

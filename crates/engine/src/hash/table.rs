@@ -290,7 +290,14 @@ impl Table {
                 let mut bytes = std::mem::take(spare);
                 let done = space.read_page_into(at, flash_page, purpose, &mut bytes)?;
                 self.counts.page_reads += 1;
-                bucket::check(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
+                bucket::check(
+                    &bytes,
+                    page,
+                    self.slots_per_page,
+                    self.bits,
+                    flash_page.0,
+                    space.read_contents(),
+                )?;
                 (bytes, done)
             }
             None => (self.empty_page(page), at),
