@@ -404,6 +404,9 @@ impl<'a> SpanReader<'a> {
 
     /// Moves to the next operation, its lengths checked.
     fn advance(&mut self) -> Result<(), Malformed> {
+        if self.input.pieces[1].is_empty() {
+            return self.advance_within(self.input.pieces[0]);
+        }
         let tag = self
             .input
             .byte()
@@ -428,6 +431,54 @@ impl<'a> SpanReader<'a> {
             FILL => Operation::Fill(self.input.byte().ok_or("a fill byte is missing")?),
             _ => return Err("unknown operation"),
         };
+        (self.start, self.end) = (self.end, end);
+        Ok(())
+    }
+
+    /// [`SpanReader::advance`] where what is left of the encoding lies in one piece (all but
+    /// the pages that straddle two chunks): the same checks and errors, with a cursor over one
+    /// slice instead of two, since a read of one record walks every operation before it.
+    fn advance_within(&mut self, bytes: &'a [u8]) -> Result<(), Malformed> {
+        let (&tag, rest) = bytes
+            .split_first()
+            .ok_or("the encoding ends before the page does")?;
+        let mut length = 0usize;
+        let mut used = 0;
+        loop {
+            let byte = *rest.get(used).ok_or("a length is malformed")?;
+            length |= usize::from(byte & 0x7F) << (7 * used);
+            used += 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            if used == 4 {
+                return Err("a length is malformed");
+            }
+        }
+        let rest = &rest[used..];
+        let end = self
+            .end
+            .checked_add(length)
+            .ok_or("a run or literal goes past the end of the page")?;
+        let (operation, rest) = match tag {
+            LITERAL => {
+                let literal = rest.get(..length).ok_or("a literal is cut short")?;
+                (Operation::Literal([literal, &[]]), &rest[length..])
+            }
+            PATTERN => {
+                let pattern = rest.get(..PATTERN_BYTES).ok_or("a pattern is cut short")?;
+                let mut bytes = [0u8; PATTERN_BYTES];
+                bytes.copy_from_slice(pattern);
+                (Operation::Pattern(bytes), &rest[PATTERN_BYTES..])
+            }
+            FILL => {
+                let (&byte, rest) = rest.split_first().ok_or("a fill byte is missing")?;
+                (Operation::Fill(byte), rest)
+            }
+            _ => return Err("unknown operation"),
+        };
+        self.operation = operation;
+        self.input.pieces = [rest, &[]];
         (self.start, self.end) = (self.end, end);
         Ok(())
     }
