@@ -175,6 +175,13 @@ const COPY_ROOM: usize = 64;
 /// Bookings a search looks at from the end of a calendar before it searches the whole of it.
 const BACKWARD_LOOKS: usize = 8;
 
+/// A free interval's start, and where a booking of it goes among a calendar's bookings.
+#[derive(Debug, Clone, Copy)]
+struct Gap {
+    start: SimTime,
+    position: usize,
+}
+
 /// Booked, disjoint, sorted intervals `[start, end)` of one resource.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Calendar {
@@ -200,14 +207,24 @@ impl Calendar {
 
     /// The earliest start at or after `ready` of a free interval `duration` long.
     fn find(&self, ready: SimTime, duration: u64) -> SimTime {
+        self.find_gap(ready, duration).start
+    }
+
+    /// [`Calendar::find`], with where a booking of the gap goes in the calendar (the first booking
+    /// after it), for [`Calendar::book_in`]: every booking the search passed ends by the gap's
+    /// start, and the one it stopped at starts after the gap.
+    fn find_gap(&self, ready: SimTime, duration: u64) -> Gap {
         let mut start = ready;
-        for &(booked_start, booked_end) in self.booked.range(self.first_ending_after(ready)..) {
+        let first = self.first_ending_after(ready);
+        let mut position = first;
+        for &(booked_start, booked_end) in self.booked.range(first..) {
             if booked_start >= start + duration {
                 break;
             }
             start = start.max(booked_end);
+            position += 1;
         }
-        start
+        Gap { start, position }
     }
 
     /// Whether `[start, start + duration)` is free.
@@ -219,6 +236,24 @@ impl Calendar {
 
     /// Books `[start, end)`. REQUIRES: the interval is free.
     fn book(&mut self, start: SimTime, end: SimTime) {
+        let position = self.partition_point(|&(booked_start, _)| booked_start < start);
+        self.book_at(position, start, end);
+    }
+
+    /// Books `[start, end)` within `gap` (which [`Calendar::find_gap`] found, the calendar
+    /// unchanged since), without searching for where it goes again.
+    fn book_in(&mut self, gap: Gap, end: SimTime) {
+        debug_assert_eq!(
+            gap.position,
+            self.partition_point(|&(booked_start, _)| booked_start < gap.start),
+            "a gap found before the calendar changed"
+        );
+        self.book_at(gap.position, gap.start, end);
+    }
+
+    /// Books `[start, end)` before the booking at `position`, the first that starts at or after
+    /// `start`. REQUIRES: the interval is free.
+    fn book_at(&mut self, position: usize, start: SimTime, end: SimTime) {
         debug_assert!(
             self.fits(start, end - start),
             "booking over a booked interval"
@@ -226,7 +261,6 @@ impl Calendar {
         if start == end {
             return;
         }
-        let position = self.partition_point(|&(booked_start, _)| booked_start < start);
         // Merge with touching neighbours so the calendar stays short.
         let touches_previous = position > 0 && self.booked[position - 1].1 == start;
         let touches_next = position < self.booked.len() && self.booked[position].0 == end;
@@ -244,9 +278,10 @@ impl Calendar {
 
     /// Books the earliest free interval of `duration` at or after `ready`; returns its end.
     fn book_earliest(&mut self, ready: SimTime, duration: u64) -> SimTime {
-        let start = self.find(ready, duration);
-        self.book(start, start + duration);
-        start + duration
+        let gap = self.find_gap(ready, duration);
+        let end = gap.start + duration;
+        self.book_in(gap, end);
+        end
     }
 
     /// A copy holding only the bookings that end after `from`: all that a booking at or after
@@ -481,13 +516,15 @@ impl Timeline {
         let mut hold = read_ns + transfer_ns;
         let mut start = at;
         loop {
-            start = self.dies[die].find(start, hold);
-            let transfer_start = self.channel_calendars[channel].find(start + read_ns, transfer_ns);
-            let needed = transfer_start + transfer_ns - start;
+            let die_gap = self.dies[die].find_gap(start, hold);
+            start = die_gap.start;
+            let transfer = self.channel_calendars[channel].find_gap(start + read_ns, transfer_ns);
+            let needed = transfer.start + transfer_ns - start;
             if needed <= hold {
-                let end = transfer_start + transfer_ns;
-                self.dies[die].book(start, end);
-                self.channel_calendars[channel].book(transfer_start, end);
+                // Within both gaps just found: neither calendar is searched again.
+                let end = transfer.start + transfer_ns;
+                self.dies[die].book_in(die_gap, end);
+                self.channel_calendars[channel].book_in(transfer, end);
                 return end;
             }
             hold = needed;
@@ -501,9 +538,10 @@ impl Timeline {
         let hold = transfer_ns + program_ns;
         let mut ready = at;
         loop {
-            let transfer_start = self.channel_calendars[channel].find(ready, transfer_ns);
+            let transfer = self.channel_calendars[channel].find_gap(ready, transfer_ns);
+            let transfer_start = transfer.start;
             if self.dies[die].fits(transfer_start, hold) {
-                self.channel_calendars[channel].book(transfer_start, transfer_start + transfer_ns);
+                self.channel_calendars[channel].book_in(transfer, transfer_start + transfer_ns);
                 self.dies[die].book(transfer_start, transfer_start + hold);
                 return transfer_start + hold;
             }
