@@ -330,9 +330,9 @@ pub fn described(value: &[u8]) -> Option<Described> {
     if word(12..16)? as u32 != seal(number, version, value.len()) {
         return None;
     }
-    let repeats = value
-        .chunks(DESCRIPTION_BYTES)
-        .all(|chunk| chunk == &description[..chunk.len()]);
+    // Every byte equals the byte a description before it: one comparison of the value with
+    // itself shifted, not one per description (a run checks every value it reads).
+    let repeats = value[DESCRIPTION_BYTES..] == value[..value.len() - DESCRIPTION_BYTES];
     repeats.then_some(Described { number, version })
 }
 
@@ -496,6 +496,9 @@ mod tests {
         damaged[700] ^= 1;
         assert_eq!(described(&damaged), None);
         damaged[700] ^= 1;
+        damaged[1023] ^= 1;
+        assert_eq!(described(&damaged), None, "the last byte");
+        damaged[1023] ^= 1;
         damaged[12] ^= 1;
         assert_eq!(described(&damaged), None);
         assert_eq!(described(&value[..15]), None);
