@@ -166,9 +166,9 @@ pub(crate) fn decode(
 }
 
 /// Checks bucket page `table_page` read from flash page `flash_page` as [`decode`] does (its
-/// header always, its checksum and slots as `contents` says), without decoding its slots: the cache keeps
-/// the page as these bytes and reads a slot where it lies ([`Slots::Encoded`]). Never panics on
-/// bad bytes.
+/// header always, its checksum and slots as `contents` says), without decoding its slots: the
+/// cache keeps the page as these bytes and reads a slot where it lies ([`Slots::Encoded`]). Never
+/// panics on bad bytes.
 pub(crate) fn check(
     bytes: &[u8],
     table_page: u64,
