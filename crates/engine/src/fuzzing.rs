@@ -55,7 +55,15 @@ pub fn bucket_page(
     slot_count: usize,
     bits: u32,
 ) -> Result<usize, HashError> {
-    Ok(bucket::decode(page, table_page, slot_count, bits, 0)?.len())
+    Ok(bucket::decode(
+        page,
+        table_page,
+        slot_count,
+        bits,
+        0,
+        kvssd_space::Contents::Verify,
+    )?
+    .len())
 }
 
 /// Encodes a bucket page of `slots` (pointer, signature) pairs, for the property tests.

@@ -145,23 +145,18 @@ pub(crate) fn encode(
     bytes
 }
 
-/// Decodes bucket page `table_page` read from flash page `flash_page`, checking every field
-/// against what this table writes; never panics on bad bytes.
+/// Decodes bucket page `table_page` read from flash page `flash_page`, checking its fields
+/// against what this table writes (its checksum and slots as `contents` says, see [`check`]);
+/// never panics on bad bytes.
 pub(crate) fn decode(
     bytes: &[u8],
     table_page: u64,
     slot_count: usize,
     bits: u32,
     flash_page: u64,
+    contents: Contents,
 ) -> Result<Vec<Slot>> {
-    check(
-        bytes,
-        table_page,
-        slot_count,
-        bits,
-        flash_page,
-        Contents::Verify,
-    )?;
+    check(bytes, table_page, slot_count, bits, flash_page, contents)?;
     decode_slots(bytes, slot_count, bits, flash_page)
 }
 
@@ -423,19 +418,22 @@ mod tests {
             },
         ];
         let bytes = encode(&slots, 7, 9, 8, 512);
-        assert_eq!(decode(&bytes, 7, 3, 8, 100).ok(), Some(slots));
-        assert!(decode(&bytes, 8, 3, 8, 100).is_err());
+        assert_eq!(
+            decode(&bytes, 7, 3, 8, 100, Contents::Verify).ok(),
+            Some(slots)
+        );
+        assert!(decode(&bytes, 8, 3, 8, 100, Contents::Verify).is_err());
         let mut damaged = bytes.clone();
         damaged[HEADER_BYTES + 1] ^= 1;
         assert!(matches!(
-            decode(&damaged, 7, 3, 8, 100),
+            decode(&damaged, 7, 3, 8, 100, Contents::Verify),
             Err(HashError::MalformedBucket {
                 what: "checksum mismatch",
                 ..
             })
         ));
-        assert!(decode(&[0u8; 10], 7, 3, 8, 100).is_err());
-        assert!(decode(&bytes[..30], 7, 3, 8, 100).is_err());
+        assert!(decode(&[0u8; 10], 7, 3, 8, 100, Contents::Verify).is_err());
+        assert!(decode(&bytes[..30], 7, 3, 8, 100, Contents::Verify).is_err());
     }
 
     #[test]
@@ -487,7 +485,7 @@ mod tests {
                 .collect();
             let bytes = encode(&slots, 3, 1, bits, 1024);
             assert_eq!(
-                decode(&bytes, 3, slots.len(), bits, 0).ok(),
+                decode(&bytes, 3, slots.len(), bits, 0, Contents::Verify).ok(),
                 Some(slots.clone()),
                 "bits {bits}"
             );
@@ -497,7 +495,7 @@ mod tests {
                 wide[1].signature = limit + 1;
                 let bytes = encode(&wide, 3, 1, bits, 1024);
                 for checked in [
-                    decode(&bytes, 3, wide.len(), bits, 0).map(|_| ()),
+                    decode(&bytes, 3, wide.len(), bits, 0, Contents::Verify).map(|_| ()),
                     check(&bytes, 3, wide.len(), bits, 0, Contents::Verify),
                 ] {
                     assert!(

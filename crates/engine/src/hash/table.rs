@@ -513,8 +513,14 @@ impl Table {
             Some(flash_page) => {
                 let (bytes, done) = space.read_page(at, flash_page, purpose)?;
                 self.counts.page_reads += 1;
-                let slots =
-                    bucket::decode(&bytes, page, self.slots_per_page, self.bits, flash_page.0)?;
+                let slots = bucket::decode(
+                    &bytes,
+                    page,
+                    self.slots_per_page,
+                    self.bits,
+                    flash_page.0,
+                    space.read_contents(),
+                )?;
                 Ok((slots, done, false))
             }
             None => Ok((vec![Slot::EMPTY; self.slots_per_page], at, false)),
