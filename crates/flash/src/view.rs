@@ -28,6 +28,15 @@ enum Bytes<'a> {
 }
 
 impl PageView<'_> {
+    /// The whole payload, when the read copied it (media other than compact, or a page with
+    /// something to verify); `None` when ranges are decoded from where the page lies.
+    pub fn whole(&self) -> Option<&[u8]> {
+        match self.bytes {
+            Bytes::Whole(whole) => Some(whole),
+            Bytes::Encoded(..) => None,
+        }
+    }
+
     /// Copies payload bytes `offset..offset + out.len()` into `out`. A range past the page is a
     /// [`FlashError::BufferSize`] error.
     pub fn copy(&self, offset: usize, out: &mut [u8]) -> Result<()> {

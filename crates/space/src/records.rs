@@ -9,7 +9,7 @@ use crate::{
     KEY_BYTES_MAX, LARGE_HEADER_BYTES, OOB_KIND_DATA, OOB_KIND_LARGE, OOB_KIND_META,
     RECORD_HEADER_BYTES,
 };
-use kvssd_flash::{PageAddress, Purpose, SimTime};
+use kvssd_flash::{PageAddress, PageView, Purpose, SimTime};
 
 impl Space {
     /// Programs one meta page (exactly `page_bytes`) on the next log; returns its index and when the
@@ -64,6 +64,22 @@ impl Space {
             .flash
             .read_retrying(at, address, purpose, data, &mut [])?;
         Ok(read.done_at)
+    }
+
+    /// Reads page `page` with the time, counters and retries of [`Space::read_page`], and calls
+    /// `parts` with a view of its payload ([`kvssd_flash::Flash::read_parts`]): a reader that
+    /// needs a few ranges of the page copies only those. Returns what `parts` returned, and when
+    /// the read completed.
+    pub fn read_page_parts<R>(
+        &mut self,
+        at: SimTime,
+        page: PageIndex,
+        purpose: Purpose,
+        parts: impl FnOnce(&PageView<'_>) -> R,
+    ) -> Result<(R, SimTime)> {
+        let address = self.page_address(page)?;
+        let (found, read) = self.flash.read_parts(at, address, purpose, parts)?;
+        Ok((found, read.done_at))
     }
 
     pub(crate) fn page_address(&self, page: PageIndex) -> Result<PageAddress> {

@@ -7,7 +7,7 @@ use kvssd_space::{RecordPointer, Space};
 use super::bucket;
 use super::bucket::Slot;
 use super::table::Table;
-use super::{Admission, HashError, HashIndex, HashPreset, Hit, Pending, Result};
+use super::{Admission, HashError, HashIndex, HashPreset, Hit, Pending, ProbeFor, Result};
 
 impl HashIndex {
     /// Applies the write buffer to the table (its values are appended to data pages, its keys put
@@ -195,7 +195,7 @@ impl HashIndex {
         let namespace = self.config.namespace;
         let mut t = at;
         let probe = loop {
-            let (probe, done, _, _) = self.probe(space, t, key, hash, Purpose::UserData, false)?;
+            let (probe, done, _, _) = self.probe(space, t, key, hash, ProbeFor::Change)?;
             t = done;
             if value.is_none() || probe.hit.is_some() {
                 break probe;
@@ -251,7 +251,7 @@ impl HashIndex {
                     // same page: no probe passes through it then. Otherwise a tombstone.
                     let next_empty = self
                         .table
-                        .resident(hit.page)
+                        .resident(space, hit.page)
                         .and_then(|slots| slots.get(hit.offset + 1))
                         .is_some_and(|next| next.is_empty());
                     let slot = if next_empty {
@@ -312,7 +312,7 @@ impl HashIndex {
                 let mut placed = false;
                 for (page, start, count) in table.window(home, self.probe_slots) {
                     let free = table
-                        .resident(page)
+                        .resident(space, page)
                         .filter(|slots| start + count <= slots.len())
                         .and_then(|slots| {
                             (start..start + count)

@@ -20,7 +20,7 @@
 //! device a pointer can address.
 
 use super::{HashError, Result};
-use kvssd_space::Contents;
+use kvssd_space::{Contents, PageIndex, Space};
 
 /// Pointer of a slot never used.
 pub(crate) const EMPTY: u64 = u64::MAX;
@@ -176,25 +176,11 @@ pub(crate) fn check(
         page: flash_page,
         what,
     };
-    let (number, _) = decode_header(bytes, flash_page)?;
-    if u64::from(number) != table_page {
-        return Err(bad("holds another part of the table"));
-    }
-    let signature_len = signature_bytes(bits);
-    if read_u16(bytes, 16) != Some(slot_count as u16)
-        || bytes.get(18) != Some(&(signature_len as u8))
-    {
-        return Err(bad(
-            "slot count or signature width differs from the table's",
-        ));
-    }
-    let end = HEADER_BYTES + slot_count * slot_bytes(bits);
-    if end > bytes.len() {
-        return Err(bad("slot array runs past the page"));
-    }
+    check_header(bytes, bytes.len(), table_page, slot_count, bits, flash_page)?;
     if contents == Contents::Trust {
         return Ok(());
     }
+    let end = HEADER_BYTES + slot_count * slot_bytes(bits);
     if read_u32(bytes, CRC_AT) != Some(page_crc(bytes, end)) {
         return Err(bad("checksum mismatch"));
     }
@@ -209,6 +195,39 @@ pub(crate) fn check(
         {
             return Err(bad("signature wider than the table's"));
         }
+    }
+    Ok(())
+}
+
+/// Checks the header of bucket page `table_page` read from flash page `flash_page` (`header`, the
+/// page's first bytes, of a page of `page_bytes`) as [`check`] does: the part of the check that
+/// does not read the slots. Never panics on bad bytes.
+pub(crate) fn check_header(
+    header: &[u8],
+    page_bytes: usize,
+    table_page: u64,
+    slot_count: usize,
+    bits: u32,
+    flash_page: u64,
+) -> Result<()> {
+    let bad = |what| HashError::MalformedBucket {
+        page: flash_page,
+        what,
+    };
+    let (number, _) = decode_header(header, flash_page)?;
+    if u64::from(number) != table_page {
+        return Err(bad("holds another part of the table"));
+    }
+    let signature_len = signature_bytes(bits);
+    if read_u16(header, 16) != Some(slot_count as u16)
+        || header.get(18) != Some(&(signature_len as u8))
+    {
+        return Err(bad(
+            "slot count or signature width differs from the table's",
+        ));
+    }
+    if HEADER_BYTES + slot_count * slot_bytes(bits) > page_bytes {
+        return Err(bad("slot array runs past the page"));
     }
     Ok(())
 }
@@ -245,14 +264,23 @@ pub(crate) fn seal(page: &mut [u8], sequence: u64, slot_count: usize, bits: u32)
     page[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_le_bytes());
 }
 
-/// Slots read one at a time: decoded (`kaml`'s table, a page GC peeked at) or where they lie in a
-/// cached bucket page's bytes.
-#[derive(Debug, Clone, Copy)]
+/// Slots read one at a time: decoded (`kaml`'s table, a page GC peeked at), where they lie in a
+/// cached bucket page's bytes, or where they lie in a clean cached page's flash copy.
+#[derive(Clone, Copy)]
 pub(crate) enum Slots<'a> {
     Decoded(&'a [Slot]),
     /// A checked page's slot array of `width`-byte slots (a pointer, then the signature).
     Encoded {
         array: &'a [u8],
+        width: usize,
+    },
+    /// The `count` slots of `width` bytes of a checked bucket page on flash page `page`, read
+    /// where they lie with no time or counter ([`Space::peek_page`]): a clean cached page on
+    /// compact media, whose bytes are its flash copy's.
+    InPlace {
+        space: &'a Space,
+        page: PageIndex,
+        count: usize,
         width: usize,
     },
 }
@@ -262,6 +290,7 @@ impl Slots<'_> {
         match self {
             Slots::Decoded(slots) => slots.len(),
             Slots::Encoded { array, width } => array.len() / width,
+            Slots::InPlace { count, .. } => count,
         }
     }
 
@@ -269,23 +298,59 @@ impl Slots<'_> {
         match self {
             Slots::Decoded(slots) => slots.get(index).copied(),
             Slots::Encoded { array, width } => {
-                let bytes = array.get(index * width..(index + 1) * width)?;
-                let mut pointer = [0u8; 8];
-                pointer.copy_from_slice(&bytes[..8]);
-                let mut signature = [0u8; 8];
-                signature[..width - 8].copy_from_slice(&bytes[8..]);
-                Some(Slot {
-                    signature: u64::from_le_bytes(signature),
-                    pointer: u64::from_le_bytes(pointer),
-                })
+                array.get(index * width..(index + 1) * width).map(slot_of)
+            }
+            Slots::InPlace {
+                space,
+                page,
+                count,
+                width,
+            } => {
+                let mut bytes = [0u8; 16];
+                let bytes = bytes.get_mut(..width).filter(|_| index < count)?;
+                space
+                    .peek_page(page, HEADER_BYTES + index * width, bytes)
+                    .then(|| slot_of(bytes))
             }
         }
     }
 
-    pub(crate) fn to_vec(self) -> Vec<Slot> {
-        (0..self.len())
-            .filter_map(|index| self.get(index))
-            .collect()
+    /// Every slot; `None` if slots in place cannot be read (their flash page is gone).
+    pub(crate) fn to_vec(self) -> Option<Vec<Slot>> {
+        if let Slots::InPlace {
+            space,
+            page,
+            count,
+            width,
+        } = self
+        {
+            // One copy of the array, not one look per slot.
+            let mut array = vec![0u8; count * width];
+            return space
+                .peek_page(page, HEADER_BYTES, &mut array)
+                .then(|| Slots::Encoded {
+                    array: &array,
+                    width,
+                })
+                .and_then(Slots::to_vec);
+        }
+        Some(
+            (0..self.len())
+                .filter_map(|index| self.get(index))
+                .collect(),
+        )
+    }
+}
+
+/// The slot whose bytes are `bytes`: the pointer, then the signature (at most eight bytes).
+fn slot_of(bytes: &[u8]) -> Slot {
+    let mut pointer = [0u8; 8];
+    pointer.copy_from_slice(&bytes[..8]);
+    let mut signature = [0u8; 8];
+    signature[..bytes.len() - 8].copy_from_slice(&bytes[8..]);
+    Slot {
+        signature: u64::from_le_bytes(signature),
+        pointer: u64::from_le_bytes(pointer),
     }
 }
 
@@ -532,7 +597,7 @@ mod tests {
                 .expect("a page encode made passes");
             let view = slots_in(&page, slots.len(), bits);
             assert_eq!(view.len(), slots.len(), "bits {bits}");
-            assert_eq!(view.to_vec(), slots, "bits {bits}");
+            assert_eq!(view.to_vec(), Some(slots.clone()), "bits {bits}");
             assert_eq!(view.get(slots.len()), None, "bits {bits}");
             for (index, slot) in [
                 (0, Slot::EMPTY),

@@ -70,7 +70,7 @@ impl HashIndex {
                         // Borrow the page's slots where they are (the resident page, or the copy
                         // peeked once for this victim): copying them per record made the check
                         // quadratic in the table size for `kaml`, whose whole table is one page.
-                        let resident = self.table.resident(page).is_some();
+                        let resident = self.table.is_resident(page);
                         if !resident && !peeked.contains_key(&page) {
                             let (slots, done, _) = self.table.peek(space, t, page, Purpose::Gc)?;
                             t = t.max(done);
@@ -78,7 +78,9 @@ impl HashIndex {
                             peeked.insert(page, slots);
                         }
                         let slots = if resident {
-                            self.table.resident(page).unwrap_or(Slots::Decoded(&[]))
+                            self.table
+                                .resident(space, page)
+                                .unwrap_or(Slots::Decoded(&[]))
                         } else {
                             Slots::Decoded(peeked.get(&page).map_or(&[], Vec::as_slice))
                         };
@@ -150,7 +152,7 @@ impl HashIndex {
                     if resident {
                         let signature = self
                             .table
-                            .resident(page)
+                            .resident(space, page)
                             .and_then(|slots| slots.get(offset))
                             .map_or(0, |slot| slot.signature);
                         let slot = Slot { signature, pointer };
@@ -169,7 +171,7 @@ impl HashIndex {
                     .collect();
                 for page in changed {
                     if let Some(slots) = peeked.remove(&page) {
-                        if self.table.resident(page).is_some() {
+                        if self.table.is_resident(page) {
                             // Loaded again meanwhile (only when a resident update reloaded it):
                             // update it in place instead.
                             for &(moved_page, offset, _, pointer) in &moved {

@@ -102,6 +102,18 @@ struct Hit {
     value_len: usize,
 }
 
+/// What a walk of a key's probe window is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ProbeFor {
+    /// A GET: a matching slot's record is read, for its value.
+    Get,
+    /// A put or delete: the slot found is set next, so the bucket pages are cached as bytes that
+    /// can change ([`table::Table::load`]).
+    Change,
+    /// A presence check: a matching slot's record is read only if its key is not in the slot.
+    Presence,
+}
+
 /// What a walk of a key's probe window found.
 struct Probe {
     hit: Option<Hit>,

@@ -5,22 +5,26 @@ use kvssd_space::{PageIndex, Record, RecordPointer, Space};
 
 use super::bucket;
 use super::bucket::{Slot, Slots};
-use super::{HashError, HashIndex, Hit, Probe, Result};
+use super::{HashError, HashIndex, Hit, Probe, ProbeFor, Result};
 
 impl HashIndex {
-    /// Walks a key's probe window, reading a matching slot's record for `data_purpose` (unless the
-    /// slot holds the key, the record's length is known and `wait_for_record` is false: then the
-    /// hit's record has the key and no value). Returns what it found, when, and the bucket pages
-    /// and records it read.
+    /// Walks a key's probe window for `intent`, reading a matching slot's record (unless the slot
+    /// holds the key, the record's length is known and `intent` is not a GET: then the hit's
+    /// record has the key and no value). Returns what it found, when, and the bucket pages and
+    /// records it read.
     pub(super) fn probe(
         &mut self,
         space: &mut Space,
         at: SimTime,
         key: &[u8],
         hash: u64,
-        data_purpose: Purpose,
-        wait_for_record: bool,
+        intent: ProbeFor,
     ) -> Result<(Probe, SimTime, u32, u32)> {
+        let wait_for_record = intent == ProbeFor::Get;
+        let data_purpose = match intent {
+            ProbeFor::Get | ProbeFor::Change => Purpose::UserData,
+            ProbeFor::Presence => Purpose::Index,
+        };
         let signature = bucket::signature(hash, self.config.signature_bits);
         let home = bucket::home_slot(hash, self.table.total_slots());
         let runs = self.table.window(home, self.probe_slots);
@@ -29,14 +33,16 @@ impl HashIndex {
         let mut t = at;
         let mut free = None;
         for (page, start, count) in runs {
-            t = self.table.load(space, t, page, Purpose::Index)?;
+            t = self
+                .table
+                .load(space, t, page, Purpose::Index, intent == ProbeFor::Change)?;
             let outside = || HashError::MalformedBucket {
                 page,
                 what: "probe window outside the bucket page",
             };
             if self
                 .table
-                .resident(page)
+                .resident(space, page)
                 .is_none_or(|slots| slots.len() < start + count)
             {
                 return Err(outside());
@@ -46,7 +52,7 @@ impl HashIndex {
             for offset in start..start + count {
                 let slot: Slot = self
                     .table
-                    .resident(page)
+                    .resident(space, page)
                     .and_then(|slots| slots.get(offset))
                     .ok_or_else(outside)?;
                 if slot.is_empty() {
@@ -141,8 +147,7 @@ impl HashIndex {
             return Ok((value, self.charge(space, at)));
         }
         let hash = self.hash_of(key);
-        let (probe, t, index_reads, records) =
-            self.probe(space, at, key, hash, Purpose::UserData, true)?;
+        let (probe, t, index_reads, records) = self.probe(space, at, key, hash, ProbeFor::Get)?;
         self.record_get(index_reads, records);
         let value = probe.hit.map(|hit| hit.record.value);
         Ok((value, self.charge(space, t)))
@@ -206,7 +211,7 @@ impl HashIndex {
                         0,
                     )
                 }
-                None => match self.table.resident(start.page) {
+                None => match self.table.resident(space, start.page) {
                     Some(slots) => (slots, start.slot),
                     None => continue,
                 },
@@ -258,7 +263,7 @@ impl HashIndex {
             return Ok((present, self.charge(space, at)));
         }
         let hash = self.hash_of(key);
-        let (probe, t, _, _) = self.probe(space, at, key, hash, Purpose::Index, false)?;
+        let (probe, t, _, _) = self.probe(space, at, key, hash, ProbeFor::Presence)?;
         Ok((probe.hit.is_some(), self.charge(space, t)))
     }
 }

@@ -8,15 +8,22 @@
 //! the page was never written: it is all empty and costs no read) and an LRU **cache** of bucket
 //! pages. A miss reads the page (an index read); an update marks the cached page dirty; a dirty page
 //! is written to a fresh flash page when it is evicted (the write half of the read-modify-write)
-//! and its old copy is reported dead to the space layer.
+//! and its old copy is reported dead to the space layer. On compact media a page read into the
+//! cache is not copied while it stays clean: its slots are read where they lie in the flash copy
+//! the directory names, which holds the same bytes (GC moves it whole), and a change copies the
+//! page out first. The simulation sees the same reads, time and counters either way.
 
 use std::collections::BTreeMap;
 
-use kvssd_flash::{Purpose, SimTime};
-use kvssd_space::{PageIndex, Space};
+use kvssd_flash::{MediaKind, Purpose, SimTime};
+use kvssd_space::{Contents, PageIndex, Space};
 
 use super::bucket::{self, Slot, Slots};
 use super::{HashError, Result};
+
+mod state;
+
+pub(crate) use state::TableState;
 
 /// What the table did, counted.
 #[derive(Debug, Clone, Copy, Default)]
@@ -36,8 +43,9 @@ pub(crate) struct TableCounts {
 #[derive(Debug)]
 struct CachedPage {
     /// The page as [`bucket::encode`] lays it out; its slots are read and set where they lie,
-    /// and its sequence and checksum are stamped when it is written back.
-    bytes: Vec<u8>,
+    /// and its sequence and checksum are stamped when it is written back. `None` while the page
+    /// is clean on compact media: its slots are then read in its flash copy ([`Slots::InPlace`]).
+    bytes: Option<Vec<u8>>,
     dirty: bool,
     stamp: u64,
     /// Read ahead of its first use ([`Table::read_ahead`]): that use counts the miss.
@@ -178,13 +186,17 @@ impl Table {
         (total > 0 && self.slots_per_page > 0).then(|| (home % total) / self.slots_per_page as u64)
     }
 
-    /// The flash page a use of bucket page `page` would read now: `None` if it is cached, was
-    /// never written, or lies outside the table. Changes nothing.
+    /// The flash page whose bytes a use of bucket page `page` would look at now: the page it
+    /// would read if it is not cached, or the one its slots are read in if it is cached in place.
+    /// `None` if its bytes are in the cache, it was never written, or it lies outside the table.
+    /// Changes nothing.
     pub(crate) fn page_to_read(&self, page: u64) -> Option<PageIndex> {
         match &self.storage {
             Storage::Flash {
                 directory, cache, ..
-            } if !cache.contains_key(&page) => directory.get(page as usize).copied().flatten(),
+            } if cache.get(&page).is_none_or(|cached| cached.bytes.is_none()) => {
+                directory.get(page as usize).copied().flatten()
+            }
             _ => None,
         }
     }
@@ -213,13 +225,15 @@ impl Table {
     }
 
     /// Makes bucket page `page` resident (a cache hit, a read of its newest copy, or an empty page
-    /// never written) and returns when its slots are in DRAM.
+    /// never written) and returns when its slots are in DRAM. With `change`, its bytes are held
+    /// in the cache, ready to change; otherwise a page read on compact media is cached in place.
     pub(crate) fn load(
         &mut self,
         space: &mut Space,
         at: SimTime,
         page: u64,
         purpose: Purpose,
+        change: bool,
     ) -> Result<SimTime> {
         let Storage::Flash {
             cache, lru, clock, ..
@@ -238,10 +252,13 @@ impl Table {
             } else {
                 self.counts.cache_hits += 1;
             }
+            if change {
+                self.hold_bytes(space, page)?;
+            }
             return Ok(at);
         }
         self.counts.cache_misses += 1;
-        self.fetch(space, at, page, purpose, false)
+        self.fetch(space, at, page, purpose, false, change)
     }
 
     /// Reads bucket page `page` into the cache ahead of its use, if it is not resident; returns when
@@ -259,11 +276,14 @@ impl Table {
         if cache.contains_key(&page) {
             return Ok(at);
         }
-        self.fetch(space, at, page, purpose, true)
+        // Pages are read ahead of puts, which change them.
+        self.fetch(space, at, page, purpose, true, true)
     }
 
     /// Brings a page that is not cached into the cache: a read of its newest copy, or an empty page
-    /// never written. Returns when its slots are in DRAM.
+    /// never written. Returns when its slots are in DRAM. With `change`, or wherever the flash
+    /// layer copies the whole page, the cache holds the page's bytes; otherwise it reads them in
+    /// place.
     fn fetch(
         &mut self,
         space: &mut Space,
@@ -271,6 +291,7 @@ impl Table {
         page: u64,
         purpose: Purpose,
         read_ahead: bool,
+        change: bool,
     ) -> Result<SimTime> {
         let Storage::Flash {
             directory, spare, ..
@@ -285,7 +306,45 @@ impl Table {
                 page,
                 what: "bucket page number outside the table",
             })?;
+        let contents = space.read_contents();
+        let in_place =
+            space.flash().media_kind() == MediaKind::Compact && contents == Contents::Trust;
         let (bytes, done) = match location {
+            Some(flash_page) if in_place && !change => {
+                let (slot_count, bits, page_bytes) =
+                    (self.slots_per_page, self.bits, self.page_bytes);
+                let mut bytes = std::mem::take(spare);
+                let (whole, done) = space.read_page_parts(at, flash_page, purpose, |view| {
+                    if let Some(whole) = view.whole() {
+                        // The flash layer had something to verify, so it copied the page: keep
+                        // the copy.
+                        bytes.clear();
+                        bytes.extend_from_slice(whole);
+                        return bucket::check(
+                            &bytes,
+                            page,
+                            slot_count,
+                            bits,
+                            flash_page.0,
+                            contents,
+                        )
+                        .map(|()| true);
+                    }
+                    let mut header = [0u8; bucket::HEADER_BYTES];
+                    view.copy(0, &mut header)?;
+                    bucket::check_header(&header, page_bytes, page, slot_count, bits, flash_page.0)
+                        .map(|()| false)
+                })?;
+                self.counts.page_reads += 1;
+                if whole? {
+                    (Some(bytes), done)
+                } else {
+                    if let Storage::Flash { spare, .. } = &mut self.storage {
+                        *spare = bytes;
+                    }
+                    (None, done)
+                }
+            }
             Some(flash_page) => {
                 let mut bytes = std::mem::take(spare);
                 let done = space.read_page_into(at, flash_page, purpose, &mut bytes)?;
@@ -296,11 +355,11 @@ impl Table {
                     self.slots_per_page,
                     self.bits,
                     flash_page.0,
-                    space.read_contents(),
+                    contents,
                 )?;
-                (bytes, done)
+                (Some(bytes), done)
             }
-            None => (self.empty_page(page), at),
+            None => (Some(self.empty_page(page)), at),
         };
         self.insert_page(space, at, page, bytes, false, purpose)?;
         if read_ahead {
@@ -325,7 +384,7 @@ impl Table {
         space: &mut Space,
         at: SimTime,
         page: u64,
-        bytes: Vec<u8>,
+        bytes: Option<Vec<u8>>,
         dirty: bool,
         purpose: Purpose,
     ) -> Result<()> {
@@ -370,15 +429,19 @@ impl Table {
         let Some((_, page)) = lru.pop_first() else {
             return Ok(());
         };
-        let Some(mut evicted) = cache.remove(&page) else {
+        let Some(evicted) = cache.remove(&page) else {
             return Ok(());
         };
         self.counts.evictions += 1;
+        let Some(mut bytes) = evicted.bytes else {
+            // Clean and in place: nothing to write or to reuse.
+            return Ok(());
+        };
         if evicted.dirty {
-            self.write_back(space, at, page, &mut evicted.bytes, purpose)?;
+            self.write_back(space, at, page, &mut bytes, purpose)?;
         }
         if let Storage::Flash { spare, .. } = &mut self.storage {
-            *spare = evicted.bytes;
+            *spare = bytes;
         }
         Ok(())
     }
@@ -434,17 +497,19 @@ impl Table {
         let mut done = at;
         for page in dirty {
             // Out of the cache while it is written, so the write can update the directory.
-            let mut bytes = match &mut self.storage {
-                Storage::Flash { cache, .. } => cache
-                    .get_mut(&page)
-                    .map(|cached| std::mem::take(&mut cached.bytes))
-                    .unwrap_or_default(),
-                Storage::Dram { .. } => Vec::new(),
+            // A dirty page holds its bytes.
+            let Some(mut bytes) = (match &mut self.storage {
+                Storage::Flash { cache, .. } => {
+                    cache.get_mut(&page).and_then(|cached| cached.bytes.take())
+                }
+                Storage::Dram { .. } => None,
+            }) else {
+                continue;
             };
             let written = self.write_back(space, at, page, &mut bytes, purpose);
             if let Storage::Flash { cache, .. } = &mut self.storage {
                 if let Some(cached) = cache.get_mut(&page) {
-                    cached.bytes = bytes;
+                    cached.bytes = Some(bytes);
                 }
             }
             done = done.max(written?);
@@ -452,14 +517,63 @@ impl Table {
         Ok(done)
     }
 
-    /// The slots of a resident page (every `kaml` slot is resident).
-    pub(crate) fn resident(&self, page: u64) -> Option<Slots<'_>> {
+    /// The slots of a resident page (every `kaml` slot is resident): in its cached bytes, or in
+    /// its flash copy if it is cached in place (read through `space`).
+    pub(crate) fn resident<'a>(&'a self, space: &'a Space, page: u64) -> Option<Slots<'a>> {
         match &self.storage {
-            Storage::Flash { cache, .. } => cache
-                .get(&page)
-                .map(|cached| bucket::slots_in(&cached.bytes, self.slots_per_page, self.bits)),
+            Storage::Flash {
+                cache, directory, ..
+            } => match &cache.get(&page)?.bytes {
+                Some(bytes) => Some(bucket::slots_in(bytes, self.slots_per_page, self.bits)),
+                None => Some(Slots::InPlace {
+                    space,
+                    page: directory.get(page as usize).copied().flatten()?,
+                    count: self.slots_per_page,
+                    width: bucket::slot_bytes(self.bits),
+                }),
+            },
             Storage::Dram { slots } => (page == 0).then_some(Slots::Decoded(slots)),
         }
+    }
+
+    /// Whether page `page` is resident (every `kaml` slot is).
+    pub(crate) fn is_resident(&self, page: u64) -> bool {
+        match &self.storage {
+            Storage::Flash { cache, .. } => cache.contains_key(&page),
+            Storage::Dram { .. } => page == 0,
+        }
+    }
+
+    /// Copies a page cached in place out of its flash copy, so that it can change.
+    fn hold_bytes(&mut self, space: &Space, page: u64) -> Result<()> {
+        let Storage::Flash {
+            cache,
+            directory,
+            spare,
+            ..
+        } = &mut self.storage
+        else {
+            return Ok(());
+        };
+        let Some(cached) = cache.get_mut(&page).filter(|cached| cached.bytes.is_none()) else {
+            return Ok(());
+        };
+        let unreadable = || HashError::MalformedBucket {
+            page,
+            what: "the flash copy of a page cached in place cannot be read",
+        };
+        let flash_page = directory
+            .get(page as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(unreadable)?;
+        let mut bytes = std::mem::take(spare);
+        bytes.resize(self.page_bytes, 0);
+        if !space.peek_page(flash_page, 0, &mut bytes) {
+            return Err(unreadable());
+        }
+        cached.bytes = Some(bytes);
+        Ok(())
     }
 
     /// Sets one slot, loading its page first if it is not resident; the page becomes dirty.
@@ -472,16 +586,21 @@ impl Table {
         slot: Slot,
         purpose: Purpose,
     ) -> Result<SimTime> {
-        let done = if self.resident(page).is_some() {
+        let done = if self.is_resident(page) {
             at
         } else {
-            self.load(space, at, page, purpose)?
+            self.load(space, at, page, purpose, true)?
         };
+        self.hold_bytes(space, page)?;
         let per_page = self.slots_per_page;
         let set = match &mut self.storage {
             Storage::Flash { cache, .. } => cache.get_mut(&page).is_some_and(|cached| {
                 cached.dirty = true;
-                offset < per_page && bucket::set_slot(&mut cached.bytes, self.bits, offset, slot)
+                offset < per_page
+                    && cached
+                        .bytes
+                        .as_mut()
+                        .is_some_and(|bytes| bucket::set_slot(bytes, self.bits, offset, slot))
             }),
             Storage::Dram { slots } => slots.get_mut(offset).map(|place| *place = slot).is_some(),
         };
@@ -503,8 +622,12 @@ impl Table {
         page: u64,
         purpose: Purpose,
     ) -> Result<(Vec<Slot>, SimTime, bool)> {
-        if let Some(slots) = self.resident(page) {
-            return Ok((slots.to_vec(), at, true));
+        if let Some(slots) = self.resident(space, page) {
+            let slots = slots.to_vec().ok_or(HashError::MalformedBucket {
+                page,
+                what: "the flash copy of a page cached in place cannot be read",
+            })?;
+            return Ok((slots, at, true));
         }
         let Storage::Flash { directory, .. } = &self.storage else {
             return Ok((Vec::new(), at, false));
@@ -545,7 +668,7 @@ impl Table {
             }
         }
         let bytes = bucket::encode(&slots, page, 0, self.bits, self.page_bytes);
-        self.insert_page(space, at, page, bytes, true, purpose)
+        self.insert_page(space, at, page, Some(bytes), true, purpose)
     }
 
     /// The table page whose newest copy is flash page `flash_page`, if any (GC's liveness check
@@ -584,144 +707,7 @@ impl Table {
     }
 }
 
-/// A table's DRAM state as saved in a checkpoint or power-loss dump: `hash` the directory, the
-/// write-back sequence and the dirty cached pages (clean ones are on flash); `kaml` every used slot.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub(crate) struct TableState {
-    /// Slots of the table.
-    pub(crate) total_slots: u64,
-    /// `hash`: flash page of each bucket page's newest copy.
-    pub(crate) directory: Vec<Option<u64>>,
-    /// `hash`: the write-back sequence number.
-    pub(crate) sequence: u64,
-    /// Pages (`hash`: dirty cached bucket pages; `kaml`: the one page) as (page, used slots by offset).
-    pub(crate) pages: Vec<(u64, Vec<(u64, Slot)>)>,
-}
-
-fn used_slots(slots: Slots<'_>) -> Vec<(u64, Slot)> {
-    (0..slots.len())
-        .filter_map(|offset| Some((offset as u64, slots.get(offset)?)))
-        .filter(|(_, slot)| !slot.is_empty())
-        .collect()
-}
-
 impl Table {
-    /// The state a restart needs (see [`TableState`]).
-    pub(crate) fn export(&self) -> TableState {
-        match &self.storage {
-            Storage::Flash {
-                directory,
-                cache,
-                sequence,
-                ..
-            } => TableState {
-                total_slots: self.total_slots(),
-                directory: directory
-                    .iter()
-                    .map(|entry| entry.map(|page| page.0))
-                    .collect(),
-                sequence: *sequence,
-                pages: cache
-                    .iter()
-                    .filter(|(_, page)| page.dirty)
-                    .map(|(&number, page)| {
-                        let slots = bucket::slots_in(&page.bytes, self.slots_per_page, self.bits);
-                        (number, used_slots(slots))
-                    })
-                    .collect(),
-            },
-            Storage::Dram { slots } => TableState {
-                total_slots: slots.len() as u64,
-                directory: Vec::new(),
-                sequence: 0,
-                pages: vec![(0, used_slots(Slots::Decoded(slots)))],
-            },
-        }
-    }
-
-    /// Loads a saved state into this (empty, freshly built) table. `hash`: the directory must have
-    /// as many pages as this table; dirty pages come back into the cache, dirty. `kaml`: the table
-    /// takes the saved size.
-    pub(crate) fn import(&mut self, state: &TableState, pages_total: u64) -> Result<()> {
-        let malformed = |what: &'static str| HashError::MalformedBucket {
-            page: u64::MAX,
-            what,
-        };
-        let per_page = self.slots_per_page;
-        let (bits, page_bytes) = (self.bits, self.page_bytes);
-        match &mut self.storage {
-            Storage::Flash {
-                directory,
-                on_flash,
-                cache,
-                lru,
-                clock,
-                capacity,
-                sequence,
-                ..
-            } => {
-                if state.directory.len() != directory.len() {
-                    return Err(malformed("saved bucket directory has another size"));
-                }
-                if state.pages.len() > (*capacity).max(1) {
-                    return Err(malformed("more saved dirty pages than the cache holds"));
-                }
-                for (entry, saved) in directory.iter_mut().zip(&state.directory) {
-                    if let Some(page) = saved {
-                        if *page >= pages_total {
-                            return Err(malformed(
-                                "saved directory names a page outside the device",
-                            ));
-                        }
-                    }
-                    *entry = saved.map(PageIndex);
-                }
-                *on_flash = directory.iter().filter(|entry| entry.is_some()).count() as u64;
-                *sequence = state.sequence;
-                for (number, used) in &state.pages {
-                    if *number >= directory.len() as u64 {
-                        return Err(malformed("saved page outside the table"));
-                    }
-                    let mut slots = vec![Slot::EMPTY; per_page];
-                    for (offset, slot) in used {
-                        let place = slots
-                            .get_mut(*offset as usize)
-                            .ok_or_else(|| malformed("saved slot outside its page"))?;
-                        *place = *slot;
-                    }
-                    *clock += 1;
-                    lru.insert(*clock, *number);
-                    cache.insert(
-                        *number,
-                        CachedPage {
-                            bytes: bucket::encode(&slots, *number, 0, bits, page_bytes),
-                            dirty: true,
-                            stamp: *clock,
-                            read_ahead: false,
-                        },
-                    );
-                }
-            }
-            Storage::Dram { slots } => {
-                if state.total_slots == 0 || state.total_slots > (1 << 40) {
-                    return Err(malformed("saved table size out of range"));
-                }
-                let mut restored = vec![Slot::EMPTY; state.total_slots as usize];
-                for (_, used) in &state.pages {
-                    for (offset, slot) in used {
-                        let place = restored
-                            .get_mut(*offset as usize)
-                            .ok_or_else(|| malformed("saved slot outside the table"))?;
-                        *place = *slot;
-                    }
-                }
-                *slots = restored;
-                self.slots_per_page = state.total_slots as usize;
-            }
-        }
-        Ok(())
-    }
-
     /// Every live slot of the table (`hash`: resident pages from the cache, the others read from
     /// flash without caching them) and the flash pages the directory references, for recounting
     /// valid bytes after a restart.
@@ -757,108 +743,4 @@ impl Table {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The window as runs built slot by slot: the definition the page-at-a-time version must match.
-    fn window_slot_by_slot(table: &Table, home: u64, probes: u64) -> Vec<(u64, usize, usize)> {
-        let total = table.total_slots();
-        let per_page = table.slots_per_page as u64;
-        let mut runs: Vec<(u64, usize, usize)> = Vec::new();
-        let mut slot = home % total;
-        for _ in 0..probes.min(total) {
-            let page = slot / per_page;
-            let offset = (slot % per_page) as usize;
-            match runs.last_mut() {
-                Some((last, start, count)) if *last == page && *start + *count == offset => {
-                    *count += 1
-                }
-                _ => runs.push((page, offset, 1)),
-            }
-            slot = (slot + 1) % total;
-        }
-        runs
-    }
-
-    #[test]
-    fn hash_window_matches_slot_by_slot_definition() {
-        for (pages, per_page) in [(1u64, 5usize), (3, 7), (8, 64)] {
-            let table = Table::on_flash(pages, per_page, 2, 8, 512, 0);
-            let total = pages * per_page as u64;
-            for home in 0..total * 2 {
-                for probes in [
-                    0,
-                    1,
-                    2,
-                    per_page as u64 - 1,
-                    per_page as u64,
-                    total,
-                    total + 3,
-                ] {
-                    assert_eq!(
-                        table.window(home, probes),
-                        window_slot_by_slot(&table, home, probes),
-                        "pages {pages} per page {per_page} home {home} probes {probes}"
-                    );
-                }
-            }
-        }
-        let dram = Table::in_dram(10, 64, 512, 0);
-        assert_eq!(dram.window(7, 5), vec![(0, 7, 3), (0, 0, 2)]);
-    }
-
-    /// A bucket page read into the cache is checked as decoding checks it: a directory that names
-    /// another part of the table's page is refused, and a page as written comes back as written.
-    #[test]
-    fn hash_table_checks_each_bucket_page_it_caches() {
-        let config = crate::hash::HashConfig::test_min(crate::hash::HashPreset::Hash);
-        let profile = kvssd_flash::Profile::test_min();
-        let flash = kvssd_flash::Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
-        let mut space = Space::open(flash, config.space.clone()).expect("space");
-        let page_bytes = space.geometry().page_bytes as usize;
-        let pages_total = space.geometry().pages_total();
-        let bits = 8;
-        let per_page = bucket::slots_per_page(page_bytes, bits);
-        let slot_of = |page: u64| Slot {
-            signature: page + 1,
-            pointer: 10 + page,
-        };
-        let mut table = Table::on_flash(2, per_page, 2, bits, page_bytes, 0);
-        for page in 0..2 {
-            table
-                .set(&mut space, 0, page, 3, slot_of(page), Purpose::Index)
-                .expect("set");
-        }
-        table
-            .write_back_all(&mut space, 0, Purpose::Index)
-            .expect("write back");
-        let reopened = |directory: Vec<Option<u64>>| {
-            let mut state = table.export();
-            state.directory = directory;
-            state.pages.clear();
-            let mut restored = Table::on_flash(2, per_page, 2, bits, page_bytes, 0);
-            restored.import(&state, pages_total).expect("import");
-            restored
-        };
-        let directory = table.export().directory;
-        let mut swapped = reopened(vec![directory[1], directory[0]]);
-        assert!(matches!(
-            swapped.load(&mut space, 0, 0, Purpose::Index),
-            Err(HashError::MalformedBucket {
-                what: "holds another part of the table",
-                ..
-            })
-        ));
-        let mut restored = reopened(directory);
-        for page in 0..2 {
-            restored
-                .load(&mut space, 0, page, Purpose::Index)
-                .expect("load");
-            let slots = restored.resident(page).expect("resident");
-            assert_eq!(slots.len(), per_page);
-            assert_eq!(slots.get(3), Some(slot_of(page)));
-            assert_eq!(slots.get(4), Some(Slot::EMPTY));
-        }
-        assert_eq!(restored.counts.page_reads, 2);
-    }
-}
+mod tests;
