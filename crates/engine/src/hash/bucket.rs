@@ -315,6 +315,49 @@ impl Slots<'_> {
         }
     }
 
+    /// Copies slots `start..start + out.len()` into `out`, with one look at a page in place;
+    /// `false` if they are not all there.
+    pub(crate) fn read_run(self, start: usize, out: &mut [Slot]) -> bool {
+        /// Bytes of a slot at most (a pointer and an 8-byte signature).
+        const SLOT_BYTES_MAX: usize = 16;
+        /// Slots read in place with one look: a probe usually stops within a few.
+        const RUN_MAX: usize = 16;
+        let Some(end) = start
+            .checked_add(out.len())
+            .filter(|&end| end <= self.len())
+        else {
+            return false;
+        };
+        match self {
+            Slots::Decoded(slots) => out.copy_from_slice(&slots[start..end]),
+            Slots::Encoded { .. } => {
+                for (offset, place) in (start..end).zip(out.iter_mut()) {
+                    match self.get(offset) {
+                        Some(slot) => *place = slot,
+                        None => return false,
+                    }
+                }
+            }
+            Slots::InPlace {
+                space, page, width, ..
+            } => {
+                let mut bytes = [0u8; RUN_MAX * SLOT_BYTES_MAX];
+                for (first, chunk) in (start..end).step_by(RUN_MAX).zip(out.chunks_mut(RUN_MAX)) {
+                    let Some(bytes) = bytes.get_mut(..chunk.len() * width) else {
+                        return false;
+                    };
+                    if !space.peek_page(page, HEADER_BYTES + first * width, bytes) {
+                        return false;
+                    }
+                    for (place, slot) in chunk.iter_mut().zip(bytes.chunks_exact(width)) {
+                        *place = slot_of(slot);
+                    }
+                }
+            }
+        }
+        true
+    }
+
     /// Every slot; `None` if slots in place cannot be read (their flash page is gone).
     pub(crate) fn to_vec(self) -> Option<Vec<Slot>> {
         if let Slots::InPlace {

@@ -7,6 +7,9 @@ use super::bucket;
 use super::bucket::{Slot, Slots};
 use super::{HashError, HashIndex, Hit, Probe, ProbeFor, Result};
 
+/// Slots a probe reads from its bucket page at a time.
+const PROBE_RUN: usize = 8;
+
 impl HashIndex {
     /// Walks a key's probe window for `intent`, reading a matching slot's record (unless the slot
     /// holds the key, the record's length is known and `intent` is not a GET: then the hit's
@@ -40,21 +43,22 @@ impl HashIndex {
                 page,
                 what: "probe window outside the bucket page",
             };
-            if self
-                .table
-                .resident(space, page)
-                .is_none_or(|slots| slots.len() < start + count)
-            {
-                return Err(outside());
-            }
-            // Slot by slot, not a copy of the window: a probe usually stops a few slots into a
-            // window that may span the page, and nothing in the loop changes the table.
+            // A few slots at a time, not a copy of the window: a probe usually stops a few slots
+            // into a window that may span the page, and nothing in the loop changes the table.
+            let mut run = [Slot::EMPTY; PROBE_RUN];
+            let mut run_start = start;
             for offset in start..start + count {
-                let slot: Slot = self
-                    .table
-                    .resident(space, page)
-                    .and_then(|slots| slots.get(offset))
-                    .ok_or_else(outside)?;
+                if offset == start || offset - run_start == PROBE_RUN {
+                    run_start = offset;
+                    let length = (start + count - offset).min(PROBE_RUN);
+                    let read = self.table.resident(space, page).is_some_and(|slots| {
+                        slots.len() >= start + count && slots.read_run(offset, &mut run[..length])
+                    });
+                    if !read {
+                        return Err(outside());
+                    }
+                }
+                let slot = run[offset - run_start];
                 if slot.is_empty() {
                     free.get_or_insert((page, offset));
                     let reads = (self.table.counts.page_reads - reads_before) as u32;

@@ -120,6 +120,11 @@ fn hash_table_checks_each_bucket_page_it_caches() {
             let all = slots.to_vec().expect("slots");
             assert_eq!(all.len(), per_page);
             assert_eq!(all.iter().filter(|slot| !slot.is_empty()).count(), 1);
+            // A run longer than one look at a page in place, and one past the page's end.
+            let mut run = [Slot::EMPTY; 20];
+            assert!(slots.read_run(1, &mut run));
+            assert_eq!(run[..], all[1..21]);
+            assert!(!slots.read_run(per_page - 19, &mut run));
         }
         assert_eq!(restored.counts.page_reads, 2);
     }
