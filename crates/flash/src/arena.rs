@@ -11,6 +11,13 @@
 //! A page may straddle two chunks. Each chunk counts the pages not yet discarded that lie in it,
 //! and is freed when that count reaches zero, so discarding pages (a merge reading its lower
 //! level) frees memory as it goes rather than at the block's erase.
+//!
+//! An encoding of a page or more ([`LONE_HEAD_BYTES`]: a meta or bucket page, whose keys and
+//! pointers do not repeat) is kept alone instead, in an allocation of exactly a page and one for
+//! the few bytes past it, both freed when the page is discarded. In chunks, such a page shared
+//! each chunk with one or two neighbours, and a chunk was freed only when all of them were: where
+//! GC moves meta pages out of their blocks one by one (`lightstore`, `pink-gcrewrite`), the meta
+//! blocks' chunks held half as much again as their pages' encodings.
 
 /// Bytes of one chunk of compact media (larger for pages whose encoding may not fit in it, see
 /// [`chunk_bytes_for`]).
@@ -25,7 +32,13 @@ pub fn chunk_bytes_for(slot_bytes: usize) -> usize {
     CHUNK_BYTES.max(slot_bytes + slot_bytes / 4 + 8)
 }
 
-/// Where a page's encoding lies in its block's stream of bytes, or that it was discarded.
+/// Encodings at least this long are kept alone: their first this many bytes in one allocation
+/// (one of the allocator's size classes, exactly), the rest in another.
+pub(crate) const LONE_HEAD_BYTES: usize = 8 << 10;
+
+/// Where a page's encoding lies in its block's stream of bytes, or that it was discarded. An
+/// encoding kept alone has [`LONE`] set in its length, and its start is its index in
+/// [`BlockArena::lone`].
 #[derive(Debug, Clone, Copy)]
 struct Extent {
     start: u32,
@@ -33,6 +46,14 @@ struct Extent {
 }
 
 const DISCARDED: u32 = u32::MAX;
+/// The flag of an extent's length that says the encoding is kept alone.
+const LONE: u32 = 1 << 31;
+
+/// An encoding kept alone: its first [`LONE_HEAD_BYTES`], and the rest.
+struct Lone {
+    head: Box<[u8]>,
+    tail: Box<[u8]>,
+}
 
 /// The encodings of one block's programmed pages, in order.
 pub(crate) struct BlockArena {
@@ -45,6 +66,10 @@ pub(crate) struct BlockArena {
     end: usize,
     /// Chunks allocated now.
     held_chunks: usize,
+    /// Encodings kept alone, in the order they were appended (`None` once discarded).
+    lone: Vec<Option<Lone>>,
+    /// Bytes of the encodings kept alone now.
+    lone_bytes: usize,
 }
 
 impl BlockArena {
@@ -57,6 +82,8 @@ impl BlockArena {
             live: Vec::new(),
             end: 0,
             held_chunks: 0,
+            lone: Vec::new(),
+            lone_bytes: 0,
         }
     }
 
@@ -70,8 +97,9 @@ impl BlockArena {
         let chunks = self.held_chunks * self.chunk_bytes;
         let tables = self.pages.capacity() * std::mem::size_of::<Extent>()
             + self.chunks.capacity() * std::mem::size_of::<Option<Vec<u8>>>()
-            + self.live.capacity() * std::mem::size_of::<u32>();
-        (chunks + tables) as u64
+            + self.live.capacity() * std::mem::size_of::<u32>()
+            + self.lone.capacity() * std::mem::size_of::<Option<Lone>>();
+        (chunks + self.lone_bytes + tables) as u64
     }
 
     /// Appends the next page's encoding.
@@ -80,6 +108,19 @@ impl BlockArena {
             encoding.len() <= self.chunk_bytes,
             "an encoding longer than a chunk"
         );
+        if encoding.len() >= LONE_HEAD_BYTES {
+            let (head, tail) = encoding.split_at(LONE_HEAD_BYTES);
+            self.pages.push(Extent {
+                start: self.lone.len() as u32,
+                length: encoding.len() as u32 | LONE,
+            });
+            self.lone.push(Some(Lone {
+                head: head.into(),
+                tail: tail.into(),
+            }));
+            self.lone_bytes += encoding.len();
+            return;
+        }
         let start = self.end;
         let mut rest = encoding;
         while !rest.is_empty() {
@@ -118,6 +159,10 @@ impl BlockArena {
         if extent.start == DISCARDED {
             return None;
         }
+        if extent.length & LONE != 0 {
+            let lone = self.lone.get(extent.start as usize)?.as_ref()?;
+            return Some([&lone.head, &lone.tail]);
+        }
         let (start, end) = (
             extent.start as usize,
             (extent.start + extent.length) as usize,
@@ -143,11 +188,22 @@ impl BlockArena {
             .map_or(0, |extent| extent.start as usize)
     }
 
-    /// Where the chunk holding byte `start` of the stream lies in memory (0 if it is not held): a
-    /// read of the chunk table's entry, for [`BlockArena::parts`] to follow.
-    pub(crate) fn chunk_address(&self, start: usize) -> usize {
+    /// Where the chunk (or the allocation kept alone) holding the start of page `page`'s encoding
+    /// lies in memory (0 if it is not held): a read of the chunk table's entry, after
+    /// [`BlockArena::start_of`] read the page's, for [`BlockArena::parts`] to follow.
+    pub(crate) fn chunk_address(&self, page: usize) -> usize {
+        let Some(extent) = self.pages.get(page) else {
+            return 0;
+        };
+        if extent.length & LONE != 0 {
+            return self
+                .lone
+                .get(extent.start as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, |lone| lone.head.as_ptr() as usize);
+        }
         self.chunks
-            .get(start / self.chunk_bytes)
+            .get(extent.start as usize / self.chunk_bytes)
             .and_then(Option::as_ref)
             .map_or(0, |chunk| chunk.as_ptr() as usize)
     }
@@ -160,6 +216,17 @@ impl BlockArena {
         };
         if extent.start == DISCARDED {
             return false;
+        }
+        if extent.length & LONE != 0 {
+            if let Some(lone) = self
+                .lone
+                .get_mut(extent.start as usize)
+                .and_then(Option::take)
+            {
+                self.lone_bytes -= lone.head.len() + lone.tail.len();
+            }
+            extent.start = DISCARDED;
+            return true;
         }
         let (start, end) = (
             extent.start as usize,
@@ -187,7 +254,7 @@ mod tests {
     #[test]
     fn pages_straddling_chunks_read_back_and_discards_free_whole_chunks() {
         let mut arena = BlockArena::new(CHUNK_BYTES);
-        let lengths = [500, 8300, 8300, 16, 9000, 700];
+        let lengths = [500, 7000, 7000, 16, 8000, 700];
         for (seed, &length) in lengths.iter().enumerate() {
             arena.push(&encoding(seed as u8, length));
         }
@@ -210,7 +277,7 @@ mod tests {
         assert_eq!(arena.parts(1), None);
         assert_eq!(
             arena.parts(4).map(|[a, b]| [a, b].concat()),
-            Some(encoding(4, 9000))
+            Some(encoding(4, 8000))
         );
         // Every page discarded: no chunk is left, and appending starts a chunk again.
         for page in 3..lengths.len() {
@@ -222,5 +289,50 @@ mod tests {
             arena.parts(lengths.len()).map(|[a, b]| [a, b].concat()),
             Some(encoding(9, 300))
         );
+    }
+
+    /// Encodings of a page or more are kept alone: they read back, and discarding one frees
+    /// exactly its bytes whatever its neighbours in the block do.
+    #[test]
+    fn encodings_of_a_page_or_more_are_kept_alone_and_freed_alone() {
+        let mut arena = BlockArena::new(CHUNK_BYTES);
+        let lengths = [
+            500,
+            8226,
+            LONE_HEAD_BYTES,
+            16,
+            LONE_HEAD_BYTES - 1,
+            9000,
+            700,
+        ];
+        for (seed, &length) in lengths.iter().enumerate() {
+            arena.push(&encoding(seed as u8, length));
+        }
+        for (seed, &length) in lengths.iter().enumerate() {
+            let got = arena.parts(seed).map(|[a, b]| [a, b].concat());
+            assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
+            let lone = length >= LONE_HEAD_BYTES;
+            assert_eq!(arena.pages[seed].length & LONE != 0, lone, "page {seed}");
+            assert_ne!(arena.chunk_address(seed), 0, "page {seed}");
+        }
+        // Pages 0, 3, 4 and 6 share chunks; 1, 2 and 5 are alone.
+        assert_eq!(arena.lone_bytes, 8226 + LONE_HEAD_BYTES + 9000);
+        let held = arena.held_bytes();
+        assert!(arena.discard(1));
+        assert_eq!(arena.held_bytes(), held - 8226);
+        assert_eq!(arena.parts(1), None);
+        assert_eq!(arena.chunk_address(1), 0);
+        assert!(!arena.discard(1), "once");
+        assert!(arena.discard(5));
+        assert_eq!(arena.held_bytes(), held - 8226 - 9000);
+        assert_eq!(
+            arena.parts(2).map(|[a, b]| [a, b].concat()),
+            Some(encoding(2, LONE_HEAD_BYTES))
+        );
+        for page in [0, 2, 3, 4, 6] {
+            assert!(arena.discard(page));
+        }
+        assert_eq!(arena.lone_bytes, 0);
+        assert!(arena.chunks.iter().all(Option::is_none));
     }
 }

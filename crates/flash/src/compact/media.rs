@@ -104,12 +104,11 @@ impl CompactMedia {
         for (arena, _) in &arenas {
             sum = sum.wrapping_add(arena.len());
         }
-        let starts: Vec<usize> = arenas
-            .iter()
-            .map(|(arena, page)| arena.start_of(*page))
-            .collect();
-        for ((arena, _), start) in arenas.iter().zip(&starts) {
-            sum = sum.wrapping_add(arena.chunk_address(*start));
+        for (arena, page) in &arenas {
+            sum = sum.wrapping_add(arena.start_of(*page));
+        }
+        for (arena, page) in &arenas {
+            sum = sum.wrapping_add(arena.chunk_address(*page));
         }
         for (arena, page) in &arenas {
             // The lines a read starts with: a page of records whole, a bucket or meta page's
