@@ -49,6 +49,7 @@ pub mod ycsb;
 pub mod ycsb_host;
 
 mod latency;
+mod versions;
 
 pub use latency::{
     latency_windows, LatencyRecorder, LatencySummary, LatencyWindow, LATENCY_WINDOWS,

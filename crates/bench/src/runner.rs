@@ -25,6 +25,7 @@ use kvssd_flash::{Counters, Purpose, SimTime};
 use crate::counts::{CountRecorder, GetReads};
 use crate::latency::{latency_windows, LatencyRecorder, LATENCY_WINDOWS};
 use crate::report::{BenchResult, PerRequest};
+use crate::versions::Versions;
 use crate::workload::{described, key_of, value_of, Generator, Request, WorkloadSpec};
 
 /// Why a store refused a request.
@@ -464,50 +465,6 @@ impl InFlight {
     }
 }
 
-/// The version of each key's latest update, as a value's description keeps it (its low 32 bits),
-/// in chunks of [`Versions::CHUNK_KEYS`] keys allocated when a key in them is first updated: 4
-/// bytes a key where updates reach, rather than a map's 20 to 30 bytes a key updated (1 GB for the
-/// 40M keys PinK's GC stress overwrites).
-#[derive(Default)]
-struct Versions {
-    chunks: Vec<Option<Box<[u32]>>>,
-}
-
-impl Versions {
-    const CHUNK_KEYS: usize = 1 << 16;
-
-    fn split(number: u64) -> (usize, usize) {
-        let number = usize::try_from(number).unwrap_or(usize::MAX);
-        (number / Self::CHUNK_KEYS, number % Self::CHUNK_KEYS)
-    }
-
-    /// The version of `number`'s latest update, if this run updated it.
-    fn get(&self, number: u64) -> Option<u32> {
-        let (chunk, at) = Self::split(number);
-        let version = self.chunks.get(chunk)?.as_ref()?[at];
-        (version != 0).then_some(version)
-    }
-
-    /// Records an update of `number` and returns its version: 2 for the first (the key's
-    /// first write, load or insert, is 1), then one more each time. 0 means "not updated", so
-    /// a version that wraps to it skips to 1.
-    fn bump(&mut self, number: u64) -> u32 {
-        let (chunk, at) = Self::split(number);
-        if chunk >= self.chunks.len() {
-            self.chunks.resize_with(chunk + 1, || None);
-        }
-        let chunk =
-            self.chunks[chunk].get_or_insert_with(|| vec![0; Self::CHUNK_KEYS].into_boxed_slice());
-        let version = &mut chunk[at];
-        *version = match version.wrapping_add(1) {
-            1 => 2,
-            0 => 1,
-            next => next,
-        };
-        *version
-    }
-}
-
 /// Which write of each key a GET must return, and the GETs that returned something else.
 struct Values {
     /// Version of the latest write of each key this run updated. A key it inserted and never
@@ -806,36 +763,6 @@ mod tests {
         assert!(report.table().contains("VALUE MISMATCHES"));
         let error = report.value_mismatch_error().expect("the run fails");
         assert!(error.contains("page-per-key c"), "{error}");
-    }
-
-    #[test]
-    fn versions_count_updates_per_key_and_allocate_only_where_keys_are_updated() {
-        let mut versions = Versions::default();
-        let far = 3 * Versions::CHUNK_KEYS as u64 + 5;
-        assert_eq!(versions.get(far), None);
-        assert_eq!(
-            versions.bump(far),
-            2,
-            "a key's first update is its second write"
-        );
-        assert_eq!(versions.bump(far), 3);
-        assert_eq!(versions.get(far), Some(3));
-        assert_eq!(versions.get(far + 1), None, "its neighbour was not updated");
-        assert_eq!(versions.get(0), None);
-        assert_eq!(versions.get(u64::MAX), None);
-        let allocated = versions
-            .chunks
-            .iter()
-            .filter(|chunk| chunk.is_some())
-            .count();
-        assert_eq!(allocated, 1, "one chunk, the updated key's");
-        versions.bump(Versions::CHUNK_KEYS as u64 - 1);
-        assert_eq!(versions.get(Versions::CHUNK_KEYS as u64 - 1), Some(2));
-        assert_eq!(versions.get(Versions::CHUNK_KEYS as u64), None);
-        // A version that wraps past u32::MAX does not read as "not updated".
-        versions.chunks[3].as_mut().expect("allocated")[5] = u32::MAX;
-        assert_eq!(versions.bump(far), 1);
-        assert_eq!(versions.get(far), Some(1));
     }
 
     #[test]
