@@ -130,6 +130,24 @@ fn hash_table_checks_each_bucket_page_it_caches() {
     }
 }
 
+/// Writes back the dirty pages of `table` (one bucket page) and opens it again from the flash
+/// copy, its page loaded in place.
+fn reread(table: &mut Table, space: &mut Space) -> Table {
+    table
+        .write_back_all(space, 0, Purpose::Index)
+        .expect("write back");
+    let mut state = table.export();
+    state.pages.clear();
+    let mut reread = Table::on_flash(1, table.slots_per_page, 1, table.bits, table.page_bytes, 0);
+    reread
+        .import(&state, space.geometry().pages_total())
+        .expect("import");
+    reread
+        .load(space, 0, 0, Purpose::Index, false)
+        .expect("load");
+    reread
+}
+
 /// A page cached in place follows its flash copy when GC moves it, and is copied out of it when
 /// it changes: the change is kept, the other slots too, and the written page reads back the same.
 #[test]
@@ -150,18 +168,7 @@ fn hash_page_cached_in_place_follows_its_copy_and_is_copied_out_to_change() {
     writer
         .set(&mut space, 0, 0, 5, first, Purpose::Index)
         .expect("set");
-    writer
-        .write_back_all(&mut space, 0, Purpose::Index)
-        .expect("write back");
-    let mut state = writer.export();
-    state.pages.clear();
-    let mut table = Table::on_flash(1, per_page, 1, bits, page_bytes, 0);
-    table
-        .import(&state, space.geometry().pages_total())
-        .expect("import");
-    table
-        .load(&mut space, 0, 0, Purpose::Index, false)
-        .expect("load");
+    let mut table = reread(&mut writer, &mut space);
     let old = table.page_to_read(0).expect("cached in place");
     // GC's move: the same bytes on another page, the old copy dropped.
     let (bytes, _) = space.read_page(0, old, Purpose::Gc).expect("read");
@@ -183,18 +190,7 @@ fn hash_page_cached_in_place_follows_its_copy_and_is_copied_out_to_change() {
     assert_eq!(table.page_to_read(0), None, "copied out to change");
     assert_eq!(slot(&table, &space, 5), Some(first));
     assert_eq!(slot(&table, &space, 6), Some(second));
-    table
-        .write_back_all(&mut space, 0, Purpose::Index)
-        .expect("write back");
-    let mut state = table.export();
-    state.pages.clear();
-    let mut reread = Table::on_flash(1, per_page, 1, bits, page_bytes, 0);
-    reread
-        .import(&state, space.geometry().pages_total())
-        .expect("import");
-    reread
-        .load(&mut space, 0, 0, Purpose::Index, false)
-        .expect("load");
+    let reread = reread(&mut table, &mut space);
     assert_eq!(slot(&reread, &space, 5), Some(first));
     assert_eq!(slot(&reread, &space, 6), Some(second));
     assert_eq!(slot(&reread, &space, 7), Some(Slot::EMPTY));
