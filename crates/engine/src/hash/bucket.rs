@@ -28,6 +28,8 @@ pub(crate) const EMPTY: u64 = u64::MAX;
 pub(crate) const TOMBSTONE: u64 = u64::MAX - 1;
 /// Bytes before the slot array.
 pub(crate) const HEADER_BYTES: usize = 24;
+/// Bytes of a slot at most: a pointer and an 8-byte signature.
+const SLOT_BYTES_MAX: usize = 16;
 const MAGIC: u32 = u32::from_le_bytes(*b"HBKT");
 const FORMAT_VERSION: u8 = 1;
 const CRC_AT: usize = 20;
@@ -306,7 +308,7 @@ impl Slots<'_> {
                 count,
                 width,
             } => {
-                let mut bytes = [0u8; 16];
+                let mut bytes = [0u8; SLOT_BYTES_MAX];
                 let bytes = bytes.get_mut(..width).filter(|_| index < count)?;
                 space
                     .peek_page(page, HEADER_BYTES + index * width, bytes)
@@ -318,8 +320,6 @@ impl Slots<'_> {
     /// Copies slots `start..start + out.len()` into `out`, with one look at a page in place;
     /// `false` if they are not all there.
     pub(crate) fn read_run(self, start: usize, out: &mut [Slot]) -> bool {
-        /// Bytes of a slot at most (a pointer and an 8-byte signature).
-        const SLOT_BYTES_MAX: usize = 16;
         /// Slots read in place with one look: a probe usually stops within a few.
         const RUN_MAX: usize = 16;
         let Some(end) = start

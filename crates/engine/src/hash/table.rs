@@ -434,8 +434,13 @@ impl Table {
         };
         self.counts.evictions += 1;
         let Some(mut bytes) = evicted.bytes else {
-            // Clean and in place: nothing to write or to reuse.
-            return Ok(());
+            // Clean and in place: nothing to write or to reuse. A change holds a page's bytes
+            // before it makes the page dirty.
+            return if evicted.dirty {
+                Err(unheld(page))
+            } else {
+                Ok(())
+            };
         };
         if evicted.dirty {
             self.write_back(space, at, page, &mut bytes, purpose)?;
@@ -497,14 +502,13 @@ impl Table {
         let mut done = at;
         for page in dirty {
             // Out of the cache while it is written, so the write can update the directory.
-            // A dirty page holds its bytes.
             let Some(mut bytes) = (match &mut self.storage {
                 Storage::Flash { cache, .. } => {
                     cache.get_mut(&page).and_then(|cached| cached.bytes.take())
                 }
                 Storage::Dram { .. } => None,
             }) else {
-                continue;
+                return Err(unheld(page));
             };
             let written = self.write_back(space, at, page, &mut bytes, purpose);
             if let Storage::Flash { cache, .. } = &mut self.storage {
@@ -739,6 +743,15 @@ impl Table {
             }
         }
         Ok((live, on_flash, t))
+    }
+}
+
+/// The error of a dirty cached page that holds no bytes: a change holds them before it makes a
+/// page dirty, so this is a broken invariant, reported rather than a write lost.
+fn unheld(page: u64) -> HashError {
+    HashError::MalformedBucket {
+        page,
+        what: "a dirty cached page holds no bytes",
     }
 }
 
