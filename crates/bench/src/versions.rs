@@ -4,10 +4,10 @@ use std::collections::HashMap;
 
 /// The version of each key's latest update, as a value's description keeps it (its low 32 bits),
 /// in chunks of [`Versions::CHUNK_KEYS`] keys allocated when a key in them is first updated. A
-/// key takes one byte there; the few keys updated [`Versions::IN_BYTE_MAX`] times or more (a
-/// zipfian workload's hottest) keep their version in a map beside. Rather than a map's 20 to 30
-/// bytes a key updated (1 GB for the 40M keys PinK's GC stress overwrites), or 4 bytes a key (176
-/// MB for its 44M keys).
+/// key takes one byte there; the few keys whose version passes [`Versions::IN_BYTE_MAX`] (a
+/// zipfian workload's hottest) keep it in a map beside. A map of every key updated took 20 to 30
+/// bytes a key (1 GB for the 40M keys PinK's GC stress overwrites), and four bytes a key took 176
+/// MB for its 44M keys.
 #[derive(Default)]
 pub(crate) struct Versions {
     chunks: Vec<Option<Box<[u8]>>>,

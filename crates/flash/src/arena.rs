@@ -12,9 +12,9 @@
 //! and is freed when that count reaches zero, so discarding pages (a merge reading its lower
 //! level) frees memory as it goes rather than at the block's erase.
 //!
-//! An encoding of a page or more ([`LONE_HEAD_BYTES`]: a meta or bucket page, whose keys and
-//! pointers do not repeat) is kept alone instead, in an allocation of exactly a page and one for
-//! the few bytes past it, both freed when the page is discarded. In chunks, such a page shared
+//! An encoding of 8 KiB or more ([`LONE_HEAD_BYTES`]: a meta or bucket page of 8 KiB, whose keys
+//! and pointers do not repeat) is kept alone instead, in an allocation of exactly 8 KiB and one
+//! for the bytes past it, both freed when the page is discarded. In chunks, such a page shared
 //! each chunk with one or two neighbours, and a chunk was freed only when all of them were: where
 //! GC moves meta pages out of their blocks one by one (`lightstore`, `pink-gcrewrite`), the meta
 //! blocks' chunks held half as much again as their pages' encodings.
@@ -291,10 +291,10 @@ mod tests {
         );
     }
 
-    /// Encodings of a page or more are kept alone: they read back, and discarding one frees
+    /// Encodings of 8 KiB or more are kept alone: they read back, and discarding one frees
     /// exactly its bytes whatever its neighbours in the block do.
     #[test]
-    fn encodings_of_a_page_or_more_are_kept_alone_and_freed_alone() {
+    fn encodings_of_8_kib_or_more_are_kept_alone_and_freed_alone() {
         let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [
             500,

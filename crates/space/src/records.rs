@@ -402,9 +402,8 @@ impl Space {
         // decoded. Any other kind needs the whole page.
         let offset = pointer.chunk() as usize * chunk;
         let page_bytes = self.geometry.page_bytes as usize;
-        let address = self.page_address(page)?;
         let contents = self.read_contents();
-        let (found, read) = self.flash.read_parts(at, address, purpose, |view| {
+        let (found, done) = self.read_page_parts(at, page, purpose, |view| {
             if offset + RECORD_HEADER_BYTES > page_bytes {
                 return Err(SpaceError::Malformed {
                     page,
@@ -438,7 +437,6 @@ impl Space {
             view.copy(0, &mut whole)?;
             Ok(Found::Whole(header, whole))
         })?;
-        let done = read.done_at;
         let (header, data) = match found? {
             Found::Small(record) => return Ok((record, done)),
             Found::Whole(header, data) => (header, data),

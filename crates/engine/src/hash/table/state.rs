@@ -47,7 +47,8 @@ impl Table {
                     .iter()
                     .filter(|(_, page)| page.dirty)
                     .filter_map(|(&number, page)| {
-                        // A dirty page holds its bytes.
+                        // A dirty page holds its bytes: a change copies them out first.
+                        debug_assert!(page.bytes.is_some(), "dirty page {number} holds no bytes");
                         let bytes = page.bytes.as_deref()?;
                         let slots = bucket::slots_in(bytes, self.slots_per_page, self.bits);
                         Some((number, used_slots(slots)))
