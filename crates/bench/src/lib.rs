@@ -49,6 +49,7 @@ pub mod ycsb;
 pub mod ycsb_host;
 
 mod latency;
+mod values;
 mod versions;
 
 pub use latency::{

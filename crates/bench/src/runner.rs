@@ -20,13 +20,14 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Instant;
 
+use kvssd_device::Pairs;
 use kvssd_flash::{Counters, Purpose, SimTime};
 
 use crate::counts::{CountRecorder, GetReads};
 use crate::latency::{latency_windows, LatencyRecorder, LATENCY_WINDOWS};
 use crate::report::{BenchResult, PerRequest};
-use crate::versions::Versions;
-use crate::workload::{described, key_of, value_of, Generator, Request, WorkloadSpec};
+use crate::values::Values;
+use crate::workload::{key_of, value_of, Generator, Request, WorkloadSpec};
 
 /// Why a store refused a request.
 #[derive(Debug, thiserror::Error)]
@@ -45,13 +46,13 @@ pub trait SimTarget {
     fn put(&mut self, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime, TargetError>;
     /// Reads `key`, issued at `at`; returns the value (if any) and the completion time.
     fn get(&mut self, at: SimTime, key: &[u8]) -> Result<(Option<Vec<u8>>, SimTime), TargetError>;
-    /// Reads up to `count` pairs in key order from `start`; returns how many and the completion time.
+    /// Reads up to `count` pairs in key order from `start`; returns them and the completion time.
     fn scan(
         &mut self,
         at: SimTime,
         start: &[u8],
         count: usize,
-    ) -> Result<(usize, SimTime), TargetError>;
+    ) -> Result<(Pairs, SimTime), TargetError>;
     /// Warns the store that `keys` are about to be read, for the host's speed alone: nothing
     /// the run measures may change. By default it does nothing.
     fn prefetch_gets(&mut self, keys: &[&[u8]]) {
@@ -146,13 +147,7 @@ pub fn run(
         config.operations,
         config.seed,
     );
-    let mut values = Values {
-        versions: Versions::default(),
-        loaded: config.loaded,
-        value_bytes: config.value_bytes,
-        mismatches: 0,
-        first_mismatch: None,
-    };
+    let mut values = Values::new(config.loaded, config.value_bytes, config.key_bytes);
     let mut reads = LatencyRecorder::new();
     let mut writes = LatencyRecorder::new();
     let mut reads_per_query_max = 0u64;
@@ -238,7 +233,10 @@ pub fn run(
                 Request::Scan { start, length } => {
                     let key = key_of(start, config.key_bytes);
                     match target.scan(at, &key, length as usize) {
-                        Ok((_, done)) => (InFlight::new(at, true, 0), done),
+                        Ok((pairs, done)) => {
+                            values.check_scan(start, length as usize, &pairs);
+                            (InFlight::new(at, true, 0), done)
+                        }
                         Err(TargetError::Unsupported(_)) => {
                             // A client of a hash KV-SSD scans its own key space with point GETs,
                             // as PinK's evaluation runs YCSB-E on its Hash baseline: one after
@@ -465,70 +463,6 @@ impl InFlight {
     }
 }
 
-/// Which write of each key a GET must return, and the GETs that returned something else.
-struct Values {
-    /// Version of the latest write of each key this run updated. A key it inserted and never
-    /// updated is at version 1; one loaded before the run and not updated in it, at any version.
-    /// Inserts are not recorded, so that loading 44M keys costs no memory here.
-    versions: Versions,
-    /// Keys numbered below this were inserted before the run.
-    loaded: u64,
-    value_bytes: usize,
-    /// GETs whose value was not the expected write of their key.
-    mismatches: u64,
-    /// What was wrong with the first of them.
-    first_mismatch: Option<String>,
-}
-
-impl Values {
-    /// The value of the next update of `number`, recording its version.
-    fn next_update(&mut self, number: u64) -> Vec<u8> {
-        let version = self.versions.bump(number);
-        value_of(number, u64::from(version), self.value_bytes)
-    }
-
-    /// A GET of an existing key must return that key's value: its latest write when the run knows
-    /// it, some write of the key otherwise, at the run's value size. A GET that finds nothing stops
-    /// the run; any other wrong value is counted (the run's result reports it and fails).
-    fn check(&mut self, number: u64, value: Option<&[u8]>) -> Result<(), TargetError> {
-        let Some(value) = value else {
-            return Err(TargetError::Failed(format!(
-                "key number {number} was written but a GET found nothing"
-            )));
-        };
-        let expected_version = match self.versions.get(number) {
-            Some(version) => Some(version),
-            None if number >= self.loaded => Some(1),
-            None => None,
-        };
-        let wrong = match described(value) {
-            _ if value.len() != self.value_bytes => Some(format!(
-                "{} bytes instead of {}",
-                value.len(),
-                self.value_bytes
-            )),
-            None => Some("bytes that are not a value the benchmark writes".to_string()),
-            Some(found) if found.number != number => {
-                Some(format!("the value of key number {}", found.number))
-            }
-            Some(found) if expected_version.is_some_and(|version| version != found.version) => {
-                Some(format!(
-                    "version {} instead of {}",
-                    found.version,
-                    expected_version.unwrap_or_default()
-                ))
-            }
-            Some(_) => None,
-        };
-        if let Some(wrong) = wrong {
-            self.mismatches += 1;
-            self.first_mismatch
-                .get_or_insert_with(|| format!("a GET of key number {number} returned {wrong}"));
-        }
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,14 +546,28 @@ mod tests {
         fn scan(
             &mut self,
             at: SimTime,
-            _: &[u8],
+            start: &[u8],
             count: usize,
-        ) -> Result<(usize, SimTime), TargetError> {
-            if self.scans {
-                Ok((count, at + 1_000))
-            } else {
-                Err(TargetError::Unsupported("no scans".into()))
+        ) -> Result<(Pairs, SimTime), TargetError> {
+            if !self.scans {
+                return Err(TargetError::Unsupported("no scans".into()));
             }
+            let mut keys: Vec<Vec<u8>> = self
+                .pages
+                .keys()
+                .filter(|key| key.as_slice() >= start)
+                .cloned()
+                .collect();
+            keys.sort();
+            keys.truncate(count);
+            let mut pairs = Vec::with_capacity(keys.len());
+            let mut done = at;
+            for key in keys {
+                let (value, read) = self.get(at, &key)?;
+                done = done.max(read);
+                pairs.push((key, value.unwrap_or_default()));
+            }
+            Ok((pairs, done))
         }
 
         fn counters(&self) -> Counters {
@@ -763,32 +711,13 @@ mod tests {
         assert!(report.table().contains("VALUE MISMATCHES"));
         let error = report.value_mismatch_error().expect("the run fails");
         assert!(error.contains("page-per-key c"), "{error}");
-    }
-
-    #[test]
-    fn runner_expects_the_latest_write_of_keys_it_wrote() {
-        let mut values = Values {
-            versions: Versions::default(),
-            loaded: 10,
-            value_bytes: 64,
-            mismatches: 0,
-            first_mismatch: None,
-        };
-        // Loaded before the run: any write of the key will do.
-        values.check(4, Some(&value_of(4, 9, 64))).expect("check");
-        // Inserted by the run: its first write.
-        values.check(12, Some(&value_of(12, 1, 64))).expect("check");
-        assert_eq!(values.mismatches, 0);
-        values.check(12, Some(&value_of(12, 2, 64))).expect("check");
-        assert_eq!(values.mismatches, 1);
-        // Updated by the run: its latest write, not an earlier one.
-        let latest = values.next_update(4);
-        values.check(4, Some(&latest)).expect("check");
-        assert_eq!(values.mismatches, 1);
-        values.check(4, Some(&value_of(4, 9, 64))).expect("check");
-        values.check(4, Some(&latest[..32])).expect("check");
-        assert_eq!(values.mismatches, 3);
-        assert!(values.check(4, None).is_err(), "a lost write stops the run");
+        // Scans check every pair they return: both damaged keys lie in most scans' ranges.
+        let start = store.flash.quiescent_at();
+        let scans = run(&mut store, &config("e", 100, 200, 1), start, &mut |_| {})
+            .expect("a wrong value is counted, not fatal");
+        assert!(scans.result.value_mismatches >= 2);
+        let first = scans.result.first_value_mismatch.unwrap_or_default();
+        assert!(first.starts_with("a scan from key number"), "{first}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use kvssd_device::{
-    Device, DeviceError, Durability, NamespaceId, NamespaceInfo, NamespaceSpec, PresetKind,
+    Device, DeviceError, Durability, NamespaceId, NamespaceInfo, NamespaceSpec, Pairs, PresetKind,
     StoreMode,
 };
 use kvssd_engine::EngineError;
@@ -95,9 +95,9 @@ impl SimTarget for DeviceTarget {
         at: SimTime,
         start: &[u8],
         count: usize,
-    ) -> Result<(usize, SimTime), TargetError> {
+    ) -> Result<(Pairs, SimTime), TargetError> {
         match self.device.scan(at, self.namespace, start, count) {
-            Ok((pairs, done)) => Ok((pairs.len(), done)),
+            Ok(found) => Ok(found),
             Err(DeviceError::ScansUnsupported(preset)) => Err(TargetError::Unsupported(format!(
                 "{preset} keeps no key order"
             ))),
