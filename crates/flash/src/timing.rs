@@ -172,9 +172,6 @@ const FORGET_STEP_NS: u64 = 100_000;
 /// Bookings a calendar's copy has room for beyond those it copies.
 const COPY_ROOM: usize = 64;
 
-/// Bookings a search looks at from the end of a calendar before it searches the whole of it.
-const BACKWARD_LOOKS: usize = 8;
-
 /// A free interval's start, and where a booking of it goes among a calendar's bookings.
 #[derive(Debug, Clone, Copy)]
 struct Gap {
@@ -195,14 +192,36 @@ impl Calendar {
     }
 
     /// The index of the first booking for which `before` is false (`before` holds of a prefix).
-    /// Most questions are about times at or past every booking, or past all but the last few
-    /// (operations of other clients queued on the same resource): look there before searching.
+    /// Most questions are about times at or past every booking, or past the last few hundred
+    /// at most (operations of other clients queued on the same resource), while a calendar
+    /// keeps thousands: the search gallops back from the end (1, 2, 4, ... bookings back) and
+    /// then halves the last stride, so that it reads the recent bookings, which the host keeps
+    /// in its cache, rather than halving the whole calendar from its middle, a miss a step.
     fn partition_point(&self, before: impl Fn(&(SimTime, SimTime)) -> bool) -> usize {
-        let length = self.booked.len();
-        (0..BACKWARD_LOOKS.min(length))
-            .find(|&back| before(&self.booked[length - 1 - back]))
-            .map(|back| length - back)
-            .unwrap_or_else(|| self.booked.partition_point(before))
+        // Every booking from `high` on is not before.
+        let mut high = self.booked.len();
+        let mut stride = 1;
+        let mut low = loop {
+            if high == 0 {
+                return 0;
+            }
+            let probe = high.saturating_sub(stride);
+            if before(&self.booked[probe]) {
+                break probe + 1;
+            }
+            high = probe;
+            stride *= 2;
+        };
+        // The first booking not before lies in `low..=high`.
+        while low < high {
+            let middle = low + (high - low) / 2;
+            if before(&self.booked[middle]) {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        low
     }
 
     /// The earliest start at or after `ready` of a free interval `duration` long.
@@ -635,6 +654,31 @@ mod tests {
         assert!(calendar.fits(195, 1_000));
         calendar.forget_before(300);
         assert!(calendar.booked.is_empty());
+    }
+
+    #[test]
+    fn timing_calendar_search_finds_every_boundary() {
+        // Calendars of every length up to 70 bookings, asked about every time around them:
+        // the galloping search answers as a search of the whole calendar does.
+        for length in 0..70u64 {
+            let calendar = Calendar {
+                booked: (0..length).map(|at| (10 * at, 10 * at + 5)).collect(),
+            };
+            for at in 0..=10 * length + 10 {
+                let ends = |&(_, end): &(SimTime, SimTime)| end <= at;
+                let starts = |&(start, _): &(SimTime, SimTime)| start < at;
+                assert_eq!(
+                    calendar.partition_point(ends),
+                    calendar.booked.partition_point(ends),
+                    "ends by {at} of {length}"
+                );
+                assert_eq!(
+                    calendar.partition_point(starts),
+                    calendar.booked.partition_point(starts),
+                    "starts before {at} of {length}"
+                );
+            }
+        }
     }
 
     #[test]
