@@ -259,11 +259,6 @@ impl LsmTree {
         let mut l0 = l0_map
             .range::<[u8], _>((std::ops::Bound::Included(start), std::ops::Bound::Unbounded))
             .peekable();
-        struct Cursor {
-            segment: usize,
-            entries: Arc<Vec<Entry>>,
-            position: usize,
-        }
         let mode = SearchMode { prefixes: false };
         let mut cursors = Vec::new();
         let mut issued_at = t;
@@ -271,35 +266,34 @@ impl LsmTree {
             let first = self.levels[index]
                 .find_segment(start, 0, usize::MAX, mode, &mut self.cpu_pending)
                 .unwrap_or(0);
-            let (entries, done) =
-                self.segment_entries(space, issued_at, index, first, Purpose::Index)?;
+            let (cursor, done) =
+                ScanCursor::open(space, &self.levels[index], issued_at, first, start, count)?;
             t = t.max(done);
-            let position = entries.partition_point(|entry| entry.key.as_slice() < start);
-            cursors.push(Cursor {
-                segment: first,
-                entries,
-                position,
-            });
+            cursors.push(cursor);
         }
         let mut picked: Vec<Picked> = Vec::new();
         while picked.len() < count {
-            // Refill exhausted cursors from their next segment.
+            // Refill exhausted cursors: from the page they read, or from their next segment.
+            let wanted = count - picked.len();
             for (index, cursor) in cursors.iter_mut().enumerate() {
-                while cursor.position >= cursor.entries.len()
-                    && cursor.segment + 1 < self.levels[index].segments.len()
-                {
-                    cursor.segment += 1;
+                while cursor.position >= cursor.entries.len() {
+                    if cursor.decode_more(wanted)? {
+                        continue;
+                    }
+                    if cursor.segment + 1 >= self.levels[index].segments.len() {
+                        break;
+                    }
                     issued_at = issued_at.max(t);
-                    let (entries, done) = Self::segment_entries_of(
+                    let (next, done) = ScanCursor::open(
                         space,
                         &self.levels[index],
                         issued_at,
-                        cursor.segment,
-                        Purpose::Index,
+                        cursor.segment + 1,
+                        &[],
+                        wanted,
                     )?;
                     t = t.max(done);
-                    cursor.entries = entries;
-                    cursor.position = 0;
+                    *cursor = next;
                 }
             }
             let mut smallest: Option<&[u8]> = l0.peek().map(|&(key, _)| &**key);
@@ -343,17 +337,6 @@ impl LsmTree {
     }
 
     /// The entries of one segment of a level (from DRAM if pinned, else read at `at`).
-    pub(super) fn segment_entries(
-        &mut self,
-        space: &mut Space,
-        at: SimTime,
-        level: usize,
-        segment: usize,
-        purpose: Purpose,
-    ) -> Result<(Arc<Vec<Entry>>, SimTime)> {
-        Self::segment_entries_of(space, &self.levels[level], at, segment, purpose)
-    }
-
     pub(super) fn segment_entries_of(
         space: &mut Space,
         level: &Level,
@@ -377,5 +360,71 @@ impl LsmTree {
             Arc::new(SegmentPage::parse(&bytes, page.0)?.entries()?),
             done,
         ))
+    }
+}
+
+/// A scan's place in one level: the segment it is in, the entries of it decoded so far and the
+/// next of them. A segment read from flash keeps its page, whose entries are decoded as the
+/// scan reaches them, a scan's worth at a time: a scan takes a few of a page's hundreds.
+struct ScanCursor {
+    segment: usize,
+    entries: Arc<Vec<Entry>>,
+    position: usize,
+    /// The page of a segment read from flash, its index, and the slot of its next entry not
+    /// decoded yet.
+    page: Option<(Vec<u8>, u64, usize)>,
+}
+
+impl ScanCursor {
+    /// A cursor at the first entry `>= start` of segment `segment` of `level`: a pinned
+    /// segment's entries from DRAM, or its page read at `at`, with `wanted` entries decoded.
+    fn open(
+        space: &mut Space,
+        level: &Level,
+        at: SimTime,
+        segment: usize,
+        start: &[u8],
+        wanted: usize,
+    ) -> Result<(ScanCursor, SimTime)> {
+        let mut cursor = ScanCursor {
+            segment,
+            entries: Arc::new(Vec::new()),
+            position: 0,
+            page: None,
+        };
+        let Some(found) = level.segments.get(segment) else {
+            return Ok((cursor, at));
+        };
+        if let Some(entries) = &found.entries {
+            cursor.position = entries.partition_point(|entry| entry.key.as_slice() < start);
+            cursor.entries = Arc::clone(entries);
+            return Ok((cursor, at));
+        }
+        let Some(page) = found.page else {
+            return Err(EngineError::Config(
+                "an unpinned segment has no flash address".into(),
+            ));
+        };
+        let (bytes, done) = space.read_page(at, page, Purpose::Index)?;
+        let first = SegmentPage::parse(&bytes, page.0)?.lower_bound(start)?;
+        cursor.page = Some((bytes, page.0, first));
+        cursor.decode_more(wanted)?;
+        Ok((cursor, done))
+    }
+
+    /// Decodes up to `wanted` more entries of its page in place of those it holds; whether
+    /// there were any.
+    fn decode_more(&mut self, wanted: usize) -> Result<bool> {
+        let Some((bytes, index, next)) = &mut self.page else {
+            return Ok(false);
+        };
+        let entries = SegmentPage::parse(bytes, *index)?.entries_in(*next, wanted.max(1))?;
+        if entries.is_empty() {
+            return Ok(false);
+        }
+        *next += entries.len();
+        self.entries = Arc::new(entries);
+        self.position = 0;
+        Ok(true)
     }
 }

@@ -280,6 +280,27 @@ impl<'a> SegmentPage<'a> {
         (0..self.count).map(|slot| self.entry(slot)).collect()
     }
 
+    /// The slot of the first entry whose key is `>= key` (the count if none is), by binary
+    /// search, not counted: where a scan from `key` starts in the page.
+    pub(crate) fn lower_bound(&self, key: &[u8]) -> Result<usize, EngineError> {
+        let (mut low, mut high) = (0usize, self.count);
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.key_at(middle)?.0 < key {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        Ok(low)
+    }
+
+    /// Entries of slots `from..from + limit` (fewer at the end of the page), in order.
+    pub(crate) fn entries_in(&self, from: usize, limit: usize) -> Result<Vec<Entry>, EngineError> {
+        let end = from.saturating_add(limit).min(self.count);
+        (from.min(end)..end).map(|slot| self.entry(slot)).collect()
+    }
+
     /// The first (start) key.
     pub(crate) fn first_key(&self) -> Result<&'a [u8], EngineError> {
         if self.count == 0 {
