@@ -67,7 +67,9 @@ impl Values {
                 "{} pairs where {length} were asked for",
                 pairs.len()
             ))
-        } else if pairs.first().map(|(key, _)| key) != Some(&start_key) {
+        } else if pairs.is_empty() {
+            Some("no pair".to_string())
+        } else if pairs[0].0 != start_key {
             Some("a first pair that is not its start key".to_string())
         } else {
             (1..pairs.len())
@@ -206,6 +208,7 @@ mod tests {
         // More pairs than asked for; a scan that does not start at its key; two pairs swapped.
         expect(&right, 3, "4 pairs where 3");
         expect(&right[1..], 4, "not its start key");
+        expect(&[], 4, "returned no pair");
         let mut swapped = right.clone();
         swapped.swap(1, 2);
         expect(&swapped, 4, "pair 2 out of key order");
