@@ -43,6 +43,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use crate::timing::{SimTime, Timeline};
 
+mod packed;
 mod projection;
 
 /// Identifies a background job: jobs are numbered from 1 in the order they were recorded.
@@ -105,18 +106,19 @@ struct Job {
 }
 
 /// A job's work not yet started, in order. The recording is shared, so that copying the timeline
-/// to project a stall ([`Timeline::project_done`]) does not copy every queued merge's work.
+/// to project a stall ([`Timeline::project_done`]) does not copy every queued merge's work, and
+/// packed ([`packed`]).
 #[derive(Debug, Clone)]
 struct JobWork {
-    recorded: std::sync::Arc<[Work]>,
-    /// The first piece of `recorded` not yet taken.
+    recorded: std::sync::Arc<[u64]>,
+    /// Where the first piece of `recorded` not yet taken starts.
     next: usize,
     /// A piece put back in front (what is left of a long computation cut into slices).
     head: Option<Work>,
 }
 
 impl JobWork {
-    fn new(recorded: Vec<Work>) -> Self {
+    fn new(recorded: Vec<u64>) -> Self {
         JobWork {
             recorded: recorded.into(),
             next: 0,
@@ -128,17 +130,18 @@ impl JobWork {
         self.head.is_none() && self.next >= self.recorded.len()
     }
 
-    fn front(&self) -> Option<&Work> {
-        self.head.as_ref().or_else(|| self.recorded.get(self.next))
+    fn front(&self) -> Option<Work> {
+        self.head
+            .or_else(|| packed::get(&self.recorded, self.next).map(|(work, _)| work))
     }
 
     fn pop_front(&mut self) -> Option<Work> {
         if let Some(work) = self.head.take() {
             return Some(work);
         }
-        let work = self.recorded.get(self.next).copied();
-        self.next += 1;
-        work
+        let (work, width) = packed::get(&self.recorded, self.next)?;
+        self.next += width;
+        Some(work)
     }
 
     /// Puts `work` back in front. REQUIRES: nothing was put back since the last `pop_front`.
@@ -152,11 +155,12 @@ impl JobWork {
 struct Recording {
     ready_at: SimTime,
     lane: Lane,
-    work: Vec<Work>,
+    /// Packed ([`packed`]).
+    work: Vec<u64>,
     depth: u32,
     /// Programs and erases held back while the step defers its writes
     /// ([`Background::defer_writes`]), to be recorded after what it records meanwhile.
-    deferred: Option<Vec<Work>>,
+    deferred: Option<Vec<u64>>,
 }
 
 /// One lane: its queue of jobs and the playback of its current phase.
@@ -330,10 +334,12 @@ impl Background {
                     self.operations_recorded += 1;
                 }
                 match &mut recording.deferred {
-                    Some(deferred) if work.class() == Class::Writes => deferred.push(work),
+                    Some(deferred) if work.class() == Class::Writes => {
+                        packed::push(deferred, work);
+                    }
                     _ => {
                         if !matches!(work, Work::Cpu { ns: 0 } | Work::Accelerator { ns: 0 }) {
-                            recording.work.push(work);
+                            packed::push(&mut recording.work, work);
                         }
                     }
                 }
@@ -700,7 +706,7 @@ mod tests {
         background.lanes[lane as usize]
             .jobs
             .iter()
-            .flat_map(|job| job.work.recorded.iter().copied())
+            .flat_map(|job| packed::pieces(&job.work.recorded))
             .collect()
     }
 
