@@ -58,6 +58,11 @@ pub trait SimTarget {
     fn prefetch_gets(&mut self, keys: &[&[u8]]) {
         let _ = keys;
     }
+    /// Operations its timing model scheduled behind its horizon so far, where their timing may
+    /// be too optimistic (zero for a store without one).
+    fn late_issues(&self) -> u64 {
+        0
+    }
     /// The flash counters so far.
     fn counters(&self) -> Counters;
     /// DRAM in use, by part.
@@ -171,6 +176,7 @@ pub fn run(
     let cpu_before = target.controller_cpu_ns();
     let busy_before = target.controller_busy_ns();
     let stalls_before = write_stall_ns(target);
+    let late_before = target.late_issues();
     let wall = Instant::now();
     let mut finished_at = start;
     let mut completed = 0u64;
@@ -377,6 +383,7 @@ pub fn run(
         read_latency_over_time: latency_windows(&read_samples, start, finished_at, LATENCY_WINDOWS),
         value_mismatches: values.mismatches,
         first_value_mismatch: values.first_mismatch,
+        late_issues: target.late_issues().saturating_sub(late_before),
         ..BenchResult::default()
     };
     Ok(RunOutcome {

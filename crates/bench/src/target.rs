@@ -110,6 +110,10 @@ impl SimTarget for DeviceTarget {
         let _ = self.device.prefetch_gets(self.namespace, keys);
     }
 
+    fn late_issues(&self) -> u64 {
+        self.device.stats().map_or(0, |stats| stats.late_issues)
+    }
+
     fn counters(&self) -> Counters {
         self.device
             .stats()

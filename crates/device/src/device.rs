@@ -650,6 +650,7 @@ impl Device {
             controller: core.space.flash().busy(),
             media_bytes: core.space.flash().media_bytes(),
             index_cache: core.space.flash().index_cache_stats(),
+            late_issues: core.space.flash().late_issues(),
         })
     }
 

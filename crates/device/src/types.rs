@@ -340,4 +340,7 @@ pub struct DeviceStats {
     pub media_bytes: u64,
     /// The cache of index pages read from file media (`None` without one).
     pub index_cache: Option<kvssd_flash::IndexCacheStats>,
+    /// Operations the timing model scheduled behind its horizon, where their timing may be too
+    /// optimistic ([`kvssd_flash::Flash::late_issues`]): zero when its assumption held.
+    pub late_issues: u64,
 }
