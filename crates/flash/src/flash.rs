@@ -302,10 +302,10 @@ impl Flash {
         self.faults.is_bad(block)
     }
 
-    /// Operations issued more than the timing model's booking window
-    /// ([`crate::timing::BOOKING_WINDOW_NS`]) before the latest issue time, or before a horizon
-    /// promised with [`Flash::advance_horizon`]; their timing may be too optimistic. Zero in every
-    /// correct run.
+    /// Operations and background work issued more than the timing model's booking window
+    /// ([`crate::timing::BOOKING_WINDOW_NS`]) before the command clock (the latest issue time,
+    /// without a clock), or before a horizon promised with [`Flash::advance_horizon`]; their
+    /// timing may be too optimistic. Zero in every correct run.
     pub fn late_issues(&self) -> u64 {
         self.timeline.as_ref().map_or(0, Timeline::late_issues)
     }

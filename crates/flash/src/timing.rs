@@ -23,10 +23,14 @@
 //! writes when its reads complete), so operations reach the model out of time order: a read issued
 //! at time t must not queue behind a read that some other request issued for a later time.
 //!
-//! Bookings that ended more than [`BOOKING_WINDOW_NS`] before the latest issue time seen are forgotten,
-//! to bound memory. The model therefore assumes no operation is issued more than that window before
-//! the latest one; an operation that is, is still scheduled (possibly too early) and counted in
-//! [`crate::Flash::late_issues`], so a driver can check the assumption held.
+//! Bookings that ended more than [`BOOKING_WINDOW_NS`] before the command clock (the latest issue
+//! time seen, while no driver keeps a clock) are forgotten, to bound memory, once the background
+//! work ready by then has been issued. The model therefore assumes no operation, and no background
+//! work, is issued more than that window before the clock; one that is, is still scheduled
+//! (possibly too early) and counted in [`crate::Flash::late_issues`], so a driver can check the
+//! assumption held. The window follows the clock rather than the latest issue because a command's
+//! own operations may run far ahead of it (a write stalled behind background work), while other
+//! commands go on at the clock.
 
 use crate::background::{Background, JobId, Lane, Work};
 use crate::Geometry;
@@ -120,8 +124,8 @@ impl TimingProfile {
     }
 }
 
-/// How far behind the latest issue time an operation may be issued: bookings that ended earlier than
-/// this are forgotten. Two simulated seconds is far longer than any chain of dependent operations an
+/// How far behind the command clock (or the latest issue time, without a clock) an operation may be
+/// issued: bookings that ended earlier than this are forgotten. Two simulated seconds is far longer than any chain of dependent operations an
 /// engine issues (a whole-level merge of the `pink` profile takes tens of milliseconds).
 pub const BOOKING_WINDOW_NS: u64 = 2_000_000_000;
 
@@ -387,14 +391,28 @@ impl Timeline {
         self.profile.controller == ControllerModel::Threads
     }
 
-    /// Notes an issue time; forgets bookings that ended more than the window before the latest one.
+    /// Notes an issue time (late if before the horizon).
     fn issue(&mut self, at: SimTime) {
         if at < self.horizon {
             self.late_issues += 1;
         }
-        if at > self.latest_issue {
-            self.latest_issue = at;
-            self.advance_horizon(at.saturating_sub(BOOKING_WINDOW_NS));
+        self.latest_issue = self.latest_issue.max(at);
+    }
+
+    /// Forgets bookings that ended more than the window before the command clock, or before the
+    /// latest issue time while no driver keeps a clock. Called once the background work ready
+    /// by then has been issued: work issued later is no earlier than the clock (a command's own
+    /// operations) or than the work that made it ready.
+    fn forget_behind(&mut self) {
+        let now = self.clock.unwrap_or(self.latest_issue);
+        self.advance_horizon(now.saturating_sub(BOOKING_WINDOW_NS));
+    }
+
+    /// Counts background work issued at `at` as late if `at` is before the horizon, as
+    /// [`Timeline::issue`] counts a foreground operation.
+    pub(crate) fn note_background_issue(&mut self, at: SimTime) {
+        if at < self.horizon {
+            self.late_issues += 1;
         }
     }
 
@@ -427,6 +445,7 @@ impl Timeline {
         if self.background.has_work() {
             self.pump(self.pump_limit(at));
         }
+        self.forget_behind();
     }
 
     /// How far the background thread may be played for work issued at `at`.
@@ -444,6 +463,7 @@ impl Timeline {
         if self.background.has_work() {
             self.pump(clock);
         }
+        self.forget_behind();
     }
 
     pub(crate) fn read(&mut self, at: SimTime, die: u32, bytes: u64) -> SimTime {
@@ -702,6 +722,31 @@ mod tests {
             1,
             "an issue older than the window is counted"
         );
+    }
+
+    /// A command's own operations may run seconds ahead of the command clock (a write stalled
+    /// behind background work), and the other clients' commands go on at the clock meanwhile:
+    /// the window is kept behind the clock, so their operations still meet every booking.
+    #[test]
+    fn timing_window_follows_the_command_clock_not_a_stalled_operation() {
+        let geometry = crate::Profile::test_min().geometry;
+        let page = u64::from(geometry.page_bytes);
+        let profile = TimingProfile::pink();
+        let alone = profile.read_alone_ns(geometry.page_bytes);
+        let mut timeline = Timeline::new(profile, &geometry);
+        timeline.advance_clock(0);
+        let first = timeline.read(0, 0, page);
+        // A stalled write's operation, three windows ahead of the clock.
+        timeline.read(3 * BOOKING_WINDOW_NS, 1, page);
+        // Another command at the clock queues behind the first read on the same die.
+        timeline.advance_clock(1);
+        assert_eq!(timeline.read(1, 0, page), first + alone);
+        assert_eq!(timeline.late_issues(), 0);
+        // Once the clock moves a window past a booking, the booking is forgotten, and an
+        // operation dated before it is counted.
+        timeline.advance_clock(BOOKING_WINDOW_NS + FORGET_STEP_NS + first + alone);
+        timeline.read(2, 0, page);
+        assert_eq!(timeline.late_issues(), 1);
     }
 
     #[test]
