@@ -14,14 +14,21 @@
 //!
 //! # Encoding of one slot (the whole OOB area, then the payload)
 //!
-//! A sequence of operations, each a tag byte and a LEB128 length, which together cover the slot
-//! exactly:
+//! A sequence of operations which together cover the slot exactly. Each starts with a byte whose
+//! top two bits say what it is and whose low six bits give its length in units, 1 to 63 of them;
+//! a unit is 32 bytes for a pattern run and one byte otherwise. A length that does not fit there
+//! (0 in the six bits) follows the byte, in bytes, as a LEB128.
 //!
 //! ```text
-//! 0  LITERAL  length, then `length` bytes
-//! 1  PATTERN  length, then 16 bytes: the run is the pattern repeated (and cut) to `length` bytes
-//! 2  FILL     length, then 1 byte: the run is that byte repeated
+//! 0  LITERAL  then `length` bytes
+//! 1  PATTERN  then 16 bytes: the run is the pattern repeated (and cut) to `length` bytes
+//! 2  FILL     then 1 byte: the run is that byte repeated
+//! 3  ZEROS    the run is zero bytes
 //! ```
+//!
+//! A record of a 32-byte key and a 1 KiB value a description repeats costs 67 bytes: its
+//! header and key as a literal (1 + 48), its value as a pattern run (1 + 16), and its zero padding
+//! to the next record (1). With a tag byte and a LEB128 length for every operation, it cost 72.
 //!
 //! A run is a stretch in which every byte equals the byte 16 before it, at least [`RUN_MIN`] bytes
 //! long, or more than [`FILL_MIN`] bytes if it is one byte repeated. Decoding checks every length
@@ -41,6 +48,41 @@ const FILL_MIN: usize = PATTERN_BYTES;
 const LITERAL: u8 = 0;
 const PATTERN: u8 = 1;
 const FILL: u8 = 2;
+const ZEROS: u8 = 3;
+/// Bits of an operation's first byte that hold its length in units (above them, its kind).
+const SHORT_BITS: u32 = 6;
+const SHORT_MASK: u8 = (1 << SHORT_BITS) - 1;
+/// Bytes of a unit of a pattern run's length: a 1 KiB value's run is 32 of them.
+const PATTERN_UNIT: usize = 32;
+
+/// Bytes of a unit of the length of an operation of `kind`.
+fn unit(kind: u8) -> usize {
+    if kind == PATTERN {
+        PATTERN_UNIT
+    } else {
+        1
+    }
+}
+
+/// Appends the first byte of an operation of `kind` covering `length` bytes, and the LEB128 of
+/// `length` after it if the byte cannot hold it.
+fn push_header(out: &mut Vec<u8>, kind: u8, length: usize) {
+    let units = length / unit(kind);
+    if length % unit(kind) == 0 && (1..=usize::from(SHORT_MASK)).contains(&units) {
+        out.push(kind << SHORT_BITS | units as u8);
+    } else {
+        out.push(kind << SHORT_BITS);
+        push_length(out, length);
+    }
+}
+
+/// The kind of the operation whose first byte is `first`, and its length in bytes if the byte
+/// holds it (`None`: a LEB128 length follows).
+fn header(first: u8) -> (u8, Option<usize>) {
+    let kind = first >> SHORT_BITS;
+    let units = usize::from(first & SHORT_MASK);
+    (kind, (units != 0).then(|| units * unit(kind)))
+}
 
 /// Whether `bytes` repeats its first [`PATTERN_BYTES`] bytes to its end: true of every value that is
 /// a description of itself, and of every value of at most 16 bytes. Such values cost the compact
@@ -113,8 +155,7 @@ fn push_length(out: &mut Vec<u8>, mut length: usize) {
 
 fn push_literal(out: &mut Vec<u8>, bytes: &[u8]) {
     if !bytes.is_empty() {
-        out.push(LITERAL);
-        push_length(out, bytes.len());
+        push_header(out, LITERAL, bytes.len());
         out.extend_from_slice(bytes);
     }
 }
@@ -122,12 +163,14 @@ fn push_literal(out: &mut Vec<u8>, bytes: &[u8]) {
 fn push_run(out: &mut Vec<u8>, run: &[u8]) {
     let pattern = &run[..PATTERN_BYTES];
     if pattern.iter().all(|&byte| byte == pattern[0]) {
-        out.push(FILL);
-        push_length(out, run.len());
-        out.push(pattern[0]);
+        if pattern[0] == 0 {
+            push_header(out, ZEROS, run.len());
+        } else {
+            push_header(out, FILL, run.len());
+            out.push(pattern[0]);
+        }
     } else {
-        out.push(PATTERN);
-        push_length(out, run.len());
+        push_header(out, PATTERN, run.len());
         out.extend_from_slice(pattern);
     }
 }
@@ -311,8 +354,11 @@ pub(crate) fn decode_into(encoded: [&[u8]; 2], out: [&mut [u8]; 2]) -> Result<()
     let total = split + oob.len();
     let mut at = 0usize;
     while !input.is_empty() {
-        let tag = input.byte().ok_or("an operation is cut short")?;
-        let length = input.length()?;
+        let (kind, short) = header(input.byte().ok_or("an operation is cut short")?);
+        let length = match short {
+            Some(length) => length,
+            None => input.length()?,
+        };
         let end = at
             .checked_add(length)
             .filter(|&end| end <= total)
@@ -321,7 +367,7 @@ pub(crate) fn decode_into(encoded: [&[u8]; 2], out: [&mut [u8]; 2]) -> Result<()
             &mut data[at.min(split)..end.min(split)],
             &mut oob[at.saturating_sub(split)..end.saturating_sub(split)],
         ];
-        match tag {
+        match kind {
             LITERAL => {
                 let mut bytes = Input {
                     pieces: input.take(length).ok_or("a literal is cut short")?,
@@ -349,7 +395,11 @@ pub(crate) fn decode_into(encoded: [&[u8]; 2], out: [&mut [u8]; 2]) -> Result<()
                     target.fill(byte);
                 }
             }
-            _ => return Err("unknown operation"),
+            _ => {
+                for target in targets {
+                    target.fill(0);
+                }
+            }
         }
         at = end;
     }
@@ -407,16 +457,20 @@ impl<'a> SpanReader<'a> {
         if self.input.pieces[1].is_empty() {
             return self.advance_within(self.input.pieces[0]);
         }
-        let tag = self
-            .input
-            .byte()
-            .ok_or("the encoding ends before the page does")?;
-        let length = self.input.length()?;
+        let (kind, short) = header(
+            self.input
+                .byte()
+                .ok_or("the encoding ends before the page does")?,
+        );
+        let length = match short {
+            Some(length) => length,
+            None => self.input.length()?,
+        };
         let end = self
             .end
             .checked_add(length)
             .ok_or("a run or literal goes past the end of the page")?;
-        self.operation = match tag {
+        self.operation = match kind {
             LITERAL => Operation::Literal(self.input.take(length).ok_or("a literal is cut short")?),
             PATTERN => {
                 let [a, b] = self
@@ -429,7 +483,7 @@ impl<'a> SpanReader<'a> {
                 Operation::Pattern(pattern)
             }
             FILL => Operation::Fill(self.input.byte().ok_or("a fill byte is missing")?),
-            _ => return Err("unknown operation"),
+            _ => Operation::Fill(0),
         };
         (self.start, self.end) = (self.end, end);
         Ok(())
@@ -439,28 +493,35 @@ impl<'a> SpanReader<'a> {
     /// the pages that straddle two chunks): the same checks and errors, with a cursor over one
     /// slice instead of two, since a read of one record walks every operation before it.
     fn advance_within(&mut self, bytes: &'a [u8]) -> Result<(), Malformed> {
-        let (&tag, rest) = bytes
+        let (&first, rest) = bytes
             .split_first()
             .ok_or("the encoding ends before the page does")?;
-        let mut length = 0usize;
-        let mut used = 0;
-        loop {
-            let byte = *rest.get(used).ok_or("a length is malformed")?;
-            length |= usize::from(byte & 0x7F) << (7 * used);
-            used += 1;
-            if byte & 0x80 == 0 {
-                break;
+        let (kind, short) = header(first);
+        let (length, used) = match short {
+            Some(length) => (length, 0),
+            None => {
+                let mut length = 0usize;
+                let mut used = 0;
+                loop {
+                    let byte = *rest.get(used).ok_or("a length is malformed")?;
+                    length |= usize::from(byte & 0x7F) << (7 * used);
+                    used += 1;
+                    if byte & 0x80 == 0 {
+                        break;
+                    }
+                    if used == 4 {
+                        return Err("a length is malformed");
+                    }
+                }
+                (length, used)
             }
-            if used == 4 {
-                return Err("a length is malformed");
-            }
-        }
+        };
         let rest = &rest[used..];
         let end = self
             .end
             .checked_add(length)
             .ok_or("a run or literal goes past the end of the page")?;
-        let (operation, rest) = match tag {
+        let (operation, rest) = match kind {
             LITERAL => {
                 let literal = rest.get(..length).ok_or("a literal is cut short")?;
                 (Operation::Literal([literal, &[]]), &rest[length..])
@@ -475,7 +536,7 @@ impl<'a> SpanReader<'a> {
                 let (&byte, rest) = rest.split_first().ok_or("a fill byte is missing")?;
                 (Operation::Fill(byte), rest)
             }
-            _ => return Err("unknown operation"),
+            _ => (Operation::Fill(0), rest),
         };
         self.operation = operation;
         self.input.pieces = [rest, &[]];
@@ -575,7 +636,7 @@ mod tests {
         let page = records_page(7, 8192 + 256);
         let mut encoded = Vec::new();
         encode(&page, &mut encoded);
-        // About a dozen records: their headers and keys, plus 19 bytes per value.
+        // About a dozen records: their headers and keys, plus 17 bytes per value.
         assert!(
             encoded.len() < page.len() / 16,
             "encoded {} bytes",
@@ -588,7 +649,7 @@ mod tests {
         padded.extend(1..=40u8);
         encoded.clear();
         encode(&padded, &mut encoded);
-        assert!(encoded.contains(&FILL), "{encoded:?}");
+        assert!(encoded.contains(&(ZEROS << SHORT_BITS | 20)), "{encoded:?}");
         assert_eq!(round_trip(&padded), padded);
         // So is padding of exactly 16 bytes right after a value's run, which no byte 16 before
         // it repeats: a value of 64 periodic bytes, then 16 zeros, then the next header.
@@ -597,14 +658,14 @@ mod tests {
         after_run.extend(100..=140u8);
         encoded.clear();
         encode(&after_run, &mut encoded);
-        // The pattern run (tag, length, 16 bytes), then a fill of 16 zeros.
-        assert_eq!(encoded[..2], [PATTERN, 64], "{encoded:?}");
-        assert_eq!(encoded[18..21], [FILL, 16, 0], "{encoded:?}");
+        // The pattern run (two units of 32 bytes, then its 16 bytes), then 16 zeros.
+        assert_eq!(encoded[0], PATTERN << SHORT_BITS | 2, "{encoded:?}");
+        assert_eq!(encoded[17], ZEROS << SHORT_BITS | 16, "{encoded:?}");
         assert_eq!(round_trip(&after_run), after_run);
         let zeros = vec![0u8; 8192];
         encoded.clear();
         encode(&zeros, &mut encoded);
-        assert_eq!(encoded.len(), 4, "one fill run");
+        assert_eq!(encoded.len(), 3, "one run of zeros, its length after it");
         assert_eq!(round_trip(&zeros), zeros);
     }
 
@@ -625,19 +686,60 @@ mod tests {
 
     #[test]
     fn malformed_encodings_are_errors() {
+        let short = |kind: u8, units: u8| kind << SHORT_BITS | units;
         let mut slot = vec![0u8; 64];
         assert!(decode(&[], &mut slot).is_err(), "too short");
-        assert!(decode(&[LITERAL, 65], &mut slot).is_err(), "past the end");
         assert!(
-            decode(&[LITERAL, 64, 1, 2], &mut slot).is_err(),
+            decode(&[short(LITERAL, 0), 65], &mut slot).is_err(),
+            "past the end"
+        );
+        assert!(
+            decode(&[short(ZEROS, 63), 1], &mut slot).is_err(),
+            "past the end"
+        );
+        assert!(
+            decode(&[short(PATTERN, 3)], &mut slot).is_err(),
+            "past the end"
+        );
+        assert!(
+            decode(&[short(LITERAL, 0), 64, 1, 2], &mut slot).is_err(),
             "cut short"
         );
-        assert!(decode(&[PATTERN, 64, 1], &mut slot).is_err(), "pattern cut");
-        assert!(decode(&[FILL, 64], &mut slot).is_err(), "fill byte missing");
-        assert!(decode(&[9, 64, 0], &mut slot).is_err(), "unknown tag");
-        assert!(decode(&[FILL, 0xFF, 0xFF, 0xFF, 0xFF, 0], &mut slot).is_err());
-        assert!(decode(&[FILL, 64, 7], &mut slot).is_ok());
+        assert!(
+            decode(&[short(LITERAL, 2), 1], &mut slot).is_err(),
+            "cut short"
+        );
+        assert!(
+            decode(&[short(PATTERN, 2), 1], &mut slot).is_err(),
+            "pattern cut"
+        );
+        assert!(
+            decode(&[short(FILL, 0), 64], &mut slot).is_err(),
+            "fill byte missing"
+        );
+        assert!(
+            decode(&[short(FILL, 63)], &mut slot).is_err(),
+            "fill byte missing"
+        );
+        assert!(
+            decode(&[short(ZEROS, 0)], &mut slot).is_err(),
+            "length missing"
+        );
+        assert!(decode(&[short(FILL, 0), 0xFF, 0xFF, 0xFF, 0xFF, 0], &mut slot).is_err());
+        assert!(
+            decode(&[short(ZEROS, 32), short(ZEROS, 31)], &mut slot).is_err(),
+            "short"
+        );
+        assert!(decode(&[short(FILL, 0), 64, 7], &mut slot).is_ok());
         assert_eq!(slot, vec![7u8; 64]);
+        assert!(decode(&[short(FILL, 60), 7, short(ZEROS, 4)], &mut slot).is_ok());
+        assert_eq!(slot[..60], [7u8; 60]);
+        assert_eq!(slot[60..], [0u8; 4]);
+        let pattern: Vec<u8> = (1..=16).collect();
+        let mut encoded = vec![short(PATTERN, 2)];
+        encoded.extend_from_slice(&pattern);
+        assert!(decode(&encoded, &mut slot).is_ok());
+        assert_eq!(slot, pattern.repeat(4));
     }
 
     proptest! {
