@@ -70,6 +70,9 @@ pub(crate) struct BlockArena {
     lone: Vec<Option<Lone>>,
     /// Bytes of the encodings kept alone now.
     lone_bytes: usize,
+    /// The chunk [`BlockArena::trim`] cut to what it holds, and the bytes it cut, while that
+    /// chunk is held.
+    trimmed: Option<(usize, usize)>,
 }
 
 impl BlockArena {
@@ -84,6 +87,7 @@ impl BlockArena {
             held_chunks: 0,
             lone: Vec::new(),
             lone_bytes: 0,
+            trimmed: None,
         }
     }
 
@@ -94,7 +98,8 @@ impl BlockArena {
 
     /// Bytes of memory held: the chunks and the tables.
     pub(crate) fn held_bytes(&self) -> u64 {
-        let chunks = self.held_chunks * self.chunk_bytes;
+        let cut = self.trimmed.map_or(0, |(_, cut)| cut);
+        let chunks = self.held_chunks * self.chunk_bytes - cut;
         let tables = self.pages.capacity() * std::mem::size_of::<Extent>()
             + self.chunks.capacity() * std::mem::size_of::<Option<Vec<u8>>>()
             + self.live.capacity() * std::mem::size_of::<u32>()
@@ -140,6 +145,11 @@ impl BlockArena {
                 fresh.resize(offset, 0);
                 fresh
             });
+            if self.trimmed.is_some_and(|(trimmed, _)| trimmed == index) {
+                // Appending after a trim (the block was not full after all): room again.
+                chunk.reserve_exact(chunk_bytes - chunk.len());
+                self.trimmed = None;
+            }
             let take = rest.len().min(self.chunk_bytes - offset);
             chunk.extend_from_slice(&rest[..take]);
             self.live[index] += 1;
@@ -178,6 +188,18 @@ impl BlockArena {
         let head = chunk(first)?.get(start % self.chunk_bytes..)?;
         let tail = chunk(last)?.get(..(end - 1) % self.chunk_bytes + 1)?;
         (last == first + 1).then_some([head, tail])
+    }
+
+    /// Cuts the chunk the last encoding ends in to what it holds, returning the rest to the
+    /// allocator: for a block whose pages are all programmed. A data block's 256 encodings of
+    /// about 525 bytes fill nine 14 KiB chunks and a third of a tenth.
+    pub(crate) fn trim(&mut self) {
+        let index = self.end.saturating_sub(1) / self.chunk_bytes;
+        if let Some(Some(chunk)) = self.chunks.get_mut(index) {
+            chunk.shrink_to_fit();
+            let cut = self.chunk_bytes.saturating_sub(chunk.capacity());
+            self.trimmed = (cut > 0).then_some((index, cut));
+        }
     }
 
     /// Where page `page`'s encoding starts in the block's stream (0 if it is not stored): a read
@@ -237,6 +259,9 @@ impl BlockArena {
             self.live[index] -= 1;
             if self.live[index] == 0 && self.chunks[index].take().is_some() {
                 self.held_chunks -= 1;
+                if self.trimmed.is_some_and(|(trimmed, _)| trimmed == index) {
+                    self.trimmed = None;
+                }
             }
         }
         true
@@ -289,6 +314,41 @@ mod tests {
             arena.parts(lengths.len()).map(|[a, b]| [a, b].concat()),
             Some(encoding(9, 300))
         );
+    }
+
+    /// A trimmed block holds only what its last chunk holds, reads back the same, frees the
+    /// chunk as before, and takes pages again if one is appended after all.
+    #[test]
+    fn trimming_cuts_the_last_chunk_to_what_it_holds() {
+        let mut arena = BlockArena::new(CHUNK_BYTES);
+        let lengths = [7000, 7000, 500];
+        for (seed, &length) in lengths.iter().enumerate() {
+            arena.push(&encoding(seed as u8, length));
+        }
+        let held = arena.held_bytes();
+        arena.trim();
+        // The second chunk holds 14,500 - 14,336 bytes of the 14,336 it was given.
+        let tail = 14_500 - CHUNK_BYTES;
+        assert_eq!(arena.held_bytes(), held - (CHUNK_BYTES - tail) as u64);
+        for (seed, &length) in lengths.iter().enumerate() {
+            let got = arena.parts(seed).map(|[a, b]| [a, b].concat());
+            assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
+        }
+        arena.push(&encoding(7, 3000));
+        assert_eq!(arena.held_bytes(), held, "room again");
+        assert_eq!(
+            arena.parts(3).map(|[a, b]| [a, b].concat()),
+            Some(encoding(7, 3000))
+        );
+        arena.trim();
+        let trimmed = arena.held_bytes();
+        for page in 0..4 {
+            assert!(arena.discard(page));
+        }
+        assert!(arena.held_bytes() < trimmed);
+        assert!(arena.chunks.iter().all(Option::is_none));
+        assert_eq!(arena.held_chunks, 0);
+        assert_eq!(arena.trimmed, None);
     }
 
     /// Encodings of 8 KiB or more are kept alone: they read back, and discarding one frees

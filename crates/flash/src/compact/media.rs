@@ -8,7 +8,7 @@ use crate::{Geometry, PageAddress};
 /// The host's cache line, the step of [`CompactMedia::prefetch`]'s touches.
 const CACHE_LINE_BYTES: usize = 64;
 /// Bytes of each encoding [`CompactMedia::prefetch`] touches at most: a page of records encodes
-/// to about 560.
+/// to about 525.
 const PREFETCH_BYTES: usize = 1024;
 
 /// Pages in memory in the encoding above, each block's packed end to end in chunks
@@ -148,6 +148,9 @@ impl CompactMedia {
         encode(&self.slot, &mut self.scratch);
         let before = pages.held_bytes();
         pages.push(&self.scratch);
+        if pages.len() == self.geometry.pages_per_block as usize {
+            pages.trim();
+        }
         self.stored = self.stored + pages.held_bytes() - before;
         Ok(())
     }
