@@ -688,48 +688,26 @@ mod tests {
     fn malformed_encodings_are_errors() {
         let short = |kind: u8, units: u8| kind << SHORT_BITS | units;
         let mut slot = vec![0u8; 64];
-        assert!(decode(&[], &mut slot).is_err(), "too short");
-        assert!(
-            decode(&[short(LITERAL, 0), 65], &mut slot).is_err(),
-            "past the end"
-        );
-        assert!(
-            decode(&[short(ZEROS, 63), 1], &mut slot).is_err(),
-            "past the end"
-        );
-        assert!(
-            decode(&[short(PATTERN, 3)], &mut slot).is_err(),
-            "past the end"
-        );
-        assert!(
-            decode(&[short(LITERAL, 0), 64, 1, 2], &mut slot).is_err(),
-            "cut short"
-        );
-        assert!(
-            decode(&[short(LITERAL, 2), 1], &mut slot).is_err(),
-            "cut short"
-        );
-        assert!(
-            decode(&[short(PATTERN, 2), 1], &mut slot).is_err(),
-            "pattern cut"
-        );
-        assert!(
-            decode(&[short(FILL, 0), 64], &mut slot).is_err(),
-            "fill byte missing"
-        );
-        assert!(
-            decode(&[short(FILL, 63)], &mut slot).is_err(),
-            "fill byte missing"
-        );
-        assert!(
-            decode(&[short(ZEROS, 0)], &mut slot).is_err(),
-            "length missing"
-        );
-        assert!(decode(&[short(FILL, 0), 0xFF, 0xFF, 0xFF, 0xFF, 0], &mut slot).is_err());
-        assert!(
-            decode(&[short(ZEROS, 32), short(ZEROS, 31)], &mut slot).is_err(),
-            "short"
-        );
+        let malformed: [(&[u8], &str); 12] = [
+            (&[], "too short"),
+            (&[short(LITERAL, 0), 65], "past the end"),
+            (&[short(ZEROS, 63), 1], "past the end"),
+            (&[short(PATTERN, 3)], "past the end"),
+            (&[short(LITERAL, 0), 64, 1, 2], "cut short"),
+            (&[short(LITERAL, 2), 1], "cut short"),
+            (&[short(PATTERN, 2), 1], "pattern cut"),
+            (&[short(FILL, 0), 64], "fill byte missing"),
+            (&[short(FILL, 63)], "fill byte missing"),
+            (&[short(ZEROS, 0)], "length missing"),
+            (
+                &[short(FILL, 0), 0xFF, 0xFF, 0xFF, 0xFF, 0],
+                "length too long",
+            ),
+            (&[short(ZEROS, 32), short(ZEROS, 31)], "short of the slot"),
+        ];
+        for (encoded, why) in malformed {
+            assert!(decode(encoded, &mut slot).is_err(), "{why}: {encoded:?}");
+        }
         assert!(decode(&[short(FILL, 0), 64, 7], &mut slot).is_ok());
         assert_eq!(slot, vec![7u8; 64]);
         assert!(decode(&[short(FILL, 60), 7, short(ZEROS, 4)], &mut slot).is_ok());
