@@ -124,9 +124,10 @@ impl TimingProfile {
     }
 }
 
-/// How far behind the command clock (or the latest issue time, without a clock) an operation may be
-/// issued: bookings that ended earlier than this are forgotten. Two simulated seconds is far longer than any chain of dependent operations an
-/// engine issues (a whole-level merge of the `pink` profile takes tens of milliseconds).
+/// How far behind the command clock (or the latest issue time, without a clock) an operation may
+/// be issued: bookings that ended earlier than this are forgotten. Two simulated seconds is far
+/// longer than any chain of dependent operations an engine issues (a whole-level merge of the
+/// `pink` profile takes tens of milliseconds).
 pub const BOOKING_WINDOW_NS: u64 = 2_000_000_000;
 
 /// Calendars of every die, channel and controller core, and the background thread's queue.
