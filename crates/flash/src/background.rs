@@ -609,7 +609,7 @@ impl Timeline {
         let Some(work) = self.background.lanes[lane].per_die[d].pop_front() else {
             return false;
         };
-        self.note_background_issue(issue_at);
+        self.count_if_late(issue_at);
         let done = match work {
             Work::Read { die, bytes } => self.book_read(issue_at, die, bytes),
             Work::Program { die, bytes } => self.book_program(issue_at, die, bytes),
@@ -638,7 +638,7 @@ impl Timeline {
     /// run of reads or of writes is queued on its dies.
     fn start_phase(&mut self, lane: usize, start: SimTime) {
         self.background.played(start, Some(lane));
-        self.note_background_issue(start);
+        self.count_if_late(start);
         let state = &mut self.background.lanes[lane];
         let Some(job) = state.jobs.front_mut() else {
             return;

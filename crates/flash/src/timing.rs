@@ -394,9 +394,7 @@ impl Timeline {
 
     /// Notes an issue time (late if before the horizon).
     fn issue(&mut self, at: SimTime) {
-        if at < self.horizon {
-            self.late_issues += 1;
-        }
+        self.count_if_late(at);
         self.latest_issue = self.latest_issue.max(at);
     }
 
@@ -409,9 +407,9 @@ impl Timeline {
         self.advance_horizon(now.saturating_sub(BOOKING_WINDOW_NS));
     }
 
-    /// Counts background work issued at `at` as late if `at` is before the horizon, as
-    /// [`Timeline::issue`] counts a foreground operation.
-    pub(crate) fn note_background_issue(&mut self, at: SimTime) {
+    /// Counts work issued at `at`, foreground or background, as late if `at` is before the
+    /// horizon.
+    pub(crate) fn count_if_late(&mut self, at: SimTime) {
         if at < self.horizon {
             self.late_issues += 1;
         }
