@@ -3,24 +3,28 @@
 //!
 //! A page of records encodes to about 500 bytes and a meta page to a little over 8 KiB; one
 //! allocation each was rounded up by the allocator's size classes (a 520-byte encoding took 640
-//! bytes, an 8.2 KiB one 10 KiB), a fifth of all memory at PinK's scale. A chunk is 14 KiB, the
-//! largest of jemalloc's small size classes: small allocations come from slabs, exactly, where
-//! 16 KiB and more are large allocations that jemalloc pads with a page (a `pink` run on compact
-//! media peaked at 482 MB resident with 16 KiB chunks, 421 MB with 14 KiB ones).
+//! bytes, an 8.2 KiB one 10 KiB), a fifth of all memory at PinK's scale. A chunk is a slot of the
+//! media's [`Pools`] ([`crate::pool`]: mappings in transparent huge pages), 14 KiB, except a full
+//! block's last chunk, which [`BlockArena::trim`] moves into an allocation of what it holds.
 //!
 //! A page may straddle two chunks. Each chunk counts the pages not yet discarded that lie in it,
-//! and is freed when that count reaches zero, so discarding pages (a merge reading its lower
-//! level) frees memory as it goes rather than at the block's erase.
+//! and is returned to the pool when that count reaches zero, so discarding pages (a merge reading
+//! its lower level) frees memory as it goes rather than at the block's erase.
 //!
 //! An encoding of 8 KiB or more ([`LONE_HEAD_BYTES`]: a meta or bucket page of 8 KiB, whose keys
-//! and pointers do not repeat) is kept alone instead, in an allocation of exactly 8 KiB and one
-//! for the bytes past it, both freed when the page is discarded. In chunks, such a page shared
-//! each chunk with one or two neighbours, and a chunk was freed only when all of them were: where
-//! GC moves meta pages out of their blocks one by one (`lightstore`, `pink-gcrewrite`), the meta
-//! blocks' chunks held half as much again as their pages' encodings.
+//! and pointers do not repeat) is kept alone instead, in a slot of exactly 8 KiB and an
+//! allocation for the bytes past it, both freed when the page is discarded. In chunks, such a
+//! page shared each chunk with one or two neighbours, and a chunk was freed only when all of them
+//! were: where GC moves meta pages out of their blocks one by one (`lightstore`,
+//! `pink-gcrewrite`), the meta blocks' chunks held half as much again as their pages' encodings.
+
+use crate::pool::{Slot, SlotPool};
 
 /// Bytes of one chunk of compact media (larger for pages whose encoding may not fit in it, see
-/// [`chunk_bytes_for`]).
+/// [`chunk_bytes_for`]). A trimmed chunk's bytes, fewer, then fall in jemalloc's small size
+/// classes, allocated exactly from slabs; 16 KiB and more are large allocations padded with a
+/// page (a `pink` run on compact media, when every chunk was an allocation, peaked at 482 MB
+/// resident with 16 KiB chunks, 421 MB with 14 KiB ones).
 pub(crate) const CHUNK_BYTES: usize = 14 << 10;
 
 /// The chunk size for slots (payload and OOB) of `slot_bytes`: at least the longest encoding of
@@ -32,8 +36,8 @@ pub fn chunk_bytes_for(slot_bytes: usize) -> usize {
     CHUNK_BYTES.max(slot_bytes + slot_bytes / 4 + 8)
 }
 
-/// Encodings at least this long are kept alone: their first this many bytes in one allocation
-/// (one of the allocator's size classes, exactly), the rest in another.
+/// Encodings at least this long are kept alone: their first this many bytes in a slot of their
+/// own, the rest in an allocation of its own.
 pub(crate) const LONE_HEAD_BYTES: usize = 8 << 10;
 
 /// Where a page's encoding lies in its block's stream of bytes, or that it was discarded. An
@@ -49,22 +53,49 @@ const DISCARDED: u32 = u32::MAX;
 /// The flag of an extent's length that says the encoding is kept alone.
 const LONE: u32 = 1 << 31;
 
-/// An encoding kept alone: its first [`LONE_HEAD_BYTES`], and the rest.
+/// The memory every block's chunks and heads come from: one media's slots.
+pub(crate) struct Pools {
+    /// Chunks, of [`chunk_bytes_for`] the media's slots.
+    chunks: SlotPool,
+    /// Heads of encodings kept alone, of [`LONE_HEAD_BYTES`].
+    heads: SlotPool,
+}
+
+impl Pools {
+    /// Pools for chunks of `chunk_bytes`, nothing mapped yet.
+    pub(crate) fn new(chunk_bytes: usize) -> Pools {
+        Pools {
+            chunks: SlotPool::new(chunk_bytes),
+            heads: SlotPool::new(LONE_HEAD_BYTES),
+        }
+    }
+}
+
+/// A chunk of a block: a slot while the block takes pages, or its bytes alone once
+/// [`BlockArena::trim`] cut it to what it holds.
+enum Chunk {
+    Slot(Slot),
+    Trimmed(Vec<u8>),
+}
+
+/// An encoding kept alone: its first [`LONE_HEAD_BYTES`] in a slot, and the rest.
 struct Lone {
-    head: Box<[u8]>,
+    head: Slot,
     tail: Box<[u8]>,
 }
 
-/// The encodings of one block's programmed pages, in order.
+/// The encodings of one block's programmed pages, in order. Its chunks and heads are slots of
+/// the media's [`Pools`], which every call that reads or changes them is given;
+/// [`BlockArena::release`] returns them.
 pub(crate) struct BlockArena {
     chunk_bytes: usize,
     pages: Vec<Extent>,
-    chunks: Vec<Option<Vec<u8>>>,
+    chunks: Vec<Option<Chunk>>,
     /// Pages not discarded that lie (partly) in each chunk.
     live: Vec<u32>,
     /// Bytes appended since the block's erase.
     end: usize,
-    /// Chunks allocated now.
+    /// Chunks held now.
     held_chunks: usize,
     /// Encodings kept alone, in the order they were appended (`None` once discarded).
     lone: Vec<Option<Lone>>,
@@ -76,7 +107,8 @@ pub(crate) struct BlockArena {
 }
 
 impl BlockArena {
-    /// An empty block whose chunks are `chunk_bytes` long ([`chunk_bytes_for`]).
+    /// An empty block whose chunks are `chunk_bytes` long ([`chunk_bytes_for`]), the size of the
+    /// chunks of the pools it is given.
     pub(crate) fn new(chunk_bytes: usize) -> BlockArena {
         BlockArena {
             chunk_bytes,
@@ -101,26 +133,33 @@ impl BlockArena {
         let cut = self.trimmed.map_or(0, |(_, cut)| cut);
         let chunks = self.held_chunks * self.chunk_bytes - cut;
         let tables = self.pages.capacity() * std::mem::size_of::<Extent>()
-            + self.chunks.capacity() * std::mem::size_of::<Option<Vec<u8>>>()
+            + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
             + self.live.capacity() * std::mem::size_of::<u32>()
             + self.lone.capacity() * std::mem::size_of::<Option<Lone>>();
         (chunks + self.lone_bytes + tables) as u64
     }
 
     /// Appends the next page's encoding.
-    pub(crate) fn push(&mut self, encoding: &[u8]) {
+    pub(crate) fn push(&mut self, pools: &mut Pools, encoding: &[u8]) {
         debug_assert!(
             encoding.len() <= self.chunk_bytes,
             "an encoding longer than a chunk"
         );
+        debug_assert_eq!(
+            pools.chunks.slot_bytes(),
+            self.chunk_bytes,
+            "the media's pools"
+        );
         if encoding.len() >= LONE_HEAD_BYTES {
             let (head, tail) = encoding.split_at(LONE_HEAD_BYTES);
+            let slot = pools.heads.take();
+            pools.heads.bytes_mut(slot).copy_from_slice(head);
             self.pages.push(Extent {
                 start: self.lone.len() as u32,
                 length: encoding.len() as u32 | LONE,
             });
             self.lone.push(Some(Lone {
-                head: head.into(),
+                head: slot,
                 tail: tail.into(),
             }));
             self.lone_bytes += encoding.len();
@@ -135,23 +174,23 @@ impl BlockArena {
                 self.chunks.push(None);
                 self.live.push(0);
             }
-            let held_chunks = &mut self.held_chunks;
-            let chunk_bytes = self.chunk_bytes;
+            // A chunk freed while its tail was still to be written starts again at the same
+            // offset (what lay before is discarded, and its bytes are not read).
             let chunk = self.chunks[index].get_or_insert_with(|| {
-                *held_chunks += 1;
-                // A chunk freed while its tail was still to be written starts again at the
-                // same offset (what lay before is discarded).
-                let mut fresh = Vec::with_capacity(chunk_bytes);
-                fresh.resize(offset, 0);
-                fresh
+                self.held_chunks += 1;
+                Chunk::Slot(pools.chunks.take())
             });
-            if self.trimmed.is_some_and(|(trimmed, _)| trimmed == index) {
-                // Appending after a trim (the block was not full after all): room again.
-                chunk.reserve_exact(chunk_bytes - chunk.len());
-                self.trimmed = None;
-            }
             let take = rest.len().min(self.chunk_bytes - offset);
-            chunk.extend_from_slice(&rest[..take]);
+            match chunk {
+                Chunk::Slot(slot) => pools.chunks.bytes_mut(*slot)[offset..offset + take]
+                    .copy_from_slice(&rest[..take]),
+                Chunk::Trimmed(bytes) => {
+                    // Appending after a trim (the block was not full after all): room again.
+                    bytes.reserve_exact(self.chunk_bytes - bytes.len());
+                    self.trimmed = None;
+                    bytes.extend_from_slice(&rest[..take]);
+                }
+            }
             self.live[index] += 1;
             rest = &rest[take..];
             self.end += take;
@@ -162,43 +201,58 @@ impl BlockArena {
         });
     }
 
+    /// The bytes of chunk `index`, if it is held.
+    fn chunk<'a>(&'a self, pools: &'a Pools, index: usize) -> Option<&'a [u8]> {
+        match self.chunks.get(index)?.as_ref()? {
+            Chunk::Slot(slot) => Some(pools.chunks.bytes(*slot)),
+            Chunk::Trimmed(bytes) => Some(bytes),
+        }
+    }
+
     /// The encoding of page `page`, in the (at most two) chunks it lies in: `None` if it was
     /// discarded (or never stored).
-    pub(crate) fn parts(&self, page: usize) -> Option<[&[u8]; 2]> {
+    pub(crate) fn parts<'a>(&'a self, pools: &'a Pools, page: usize) -> Option<[&'a [u8]; 2]> {
         let extent = *self.pages.get(page)?;
         if extent.start == DISCARDED {
             return None;
         }
         if extent.length & LONE != 0 {
             let lone = self.lone.get(extent.start as usize)?.as_ref()?;
-            return Some([&lone.head, &lone.tail]);
+            return Some([pools.heads.bytes(lone.head), &lone.tail]);
         }
         let (start, end) = (
             extent.start as usize,
             (extent.start + extent.length) as usize,
         );
         let (first, last) = (start / self.chunk_bytes, (end - 1) / self.chunk_bytes);
-        let chunk = |index: usize| self.chunks.get(index)?.as_deref();
         if first == last {
-            let bytes =
-                chunk(first)?.get(start % self.chunk_bytes..(end - 1) % self.chunk_bytes + 1)?;
+            let bytes = self
+                .chunk(pools, first)?
+                .get(start % self.chunk_bytes..(end - 1) % self.chunk_bytes + 1)?;
             return Some([bytes, &[]]);
         }
         // An encoding is no longer than a chunk, so it lies in two at most.
-        let head = chunk(first)?.get(start % self.chunk_bytes..)?;
-        let tail = chunk(last)?.get(..(end - 1) % self.chunk_bytes + 1)?;
+        let head = self.chunk(pools, first)?.get(start % self.chunk_bytes..)?;
+        let tail = self
+            .chunk(pools, last)?
+            .get(..(end - 1) % self.chunk_bytes + 1)?;
         (last == first + 1).then_some([head, tail])
     }
 
-    /// Cuts the chunk the last encoding ends in to what it holds, returning the rest to the
-    /// allocator: for a block whose pages are all programmed. A data block's 256 encodings of
-    /// about 525 bytes fill nine 14 KiB chunks and a third of a tenth.
-    pub(crate) fn trim(&mut self) {
+    /// Moves the chunk the last encoding ends in out of its slot into an allocation of what it
+    /// holds, returning the slot to the pool: for a block whose pages are all programmed. A data
+    /// block's 256 encodings of about 525 bytes fill nine 14 KiB chunks and a third of a tenth.
+    pub(crate) fn trim(&mut self, pools: &mut Pools) {
         let index = self.end.saturating_sub(1) / self.chunk_bytes;
+        let holds = self.end - index * self.chunk_bytes;
         if let Some(Some(chunk)) = self.chunks.get_mut(index) {
-            chunk.shrink_to_fit();
-            let cut = self.chunk_bytes.saturating_sub(chunk.capacity());
-            self.trimmed = (cut > 0).then_some((index, cut));
+            if let Chunk::Slot(slot) = *chunk {
+                if holds < self.chunk_bytes {
+                    *chunk = Chunk::Trimmed(pools.chunks.bytes(slot)[..holds].to_vec());
+                    pools.chunks.give(slot);
+                    self.trimmed = Some((index, self.chunk_bytes - holds));
+                }
+            }
         }
     }
 
@@ -210,10 +264,10 @@ impl BlockArena {
             .map_or(0, |extent| extent.start as usize)
     }
 
-    /// Where the chunk (or the allocation kept alone) holding the start of page `page`'s encoding
-    /// lies in memory (0 if it is not held): a read of the chunk table's entry, after
+    /// Where the chunk (or the head kept alone) holding the start of page `page`'s encoding lies
+    /// in memory (0 if it is not held): a read of the chunk table's entry, after
     /// [`BlockArena::start_of`] read the page's, for [`BlockArena::parts`] to follow.
-    pub(crate) fn chunk_address(&self, page: usize) -> usize {
+    pub(crate) fn chunk_address(&self, pools: &Pools, page: usize) -> usize {
         let Some(extent) = self.pages.get(page) else {
             return 0;
         };
@@ -222,17 +276,15 @@ impl BlockArena {
                 .lone
                 .get(extent.start as usize)
                 .and_then(Option::as_ref)
-                .map_or(0, |lone| lone.head.as_ptr() as usize);
+                .map_or(0, |lone| pools.heads.bytes(lone.head).as_ptr() as usize);
         }
-        self.chunks
-            .get(extent.start as usize / self.chunk_bytes)
-            .and_then(Option::as_ref)
+        self.chunk(pools, extent.start as usize / self.chunk_bytes)
             .map_or(0, |chunk| chunk.as_ptr() as usize)
     }
 
-    /// Forgets page `page`'s encoding, freeing every chunk no stored page lies in any more.
+    /// Forgets page `page`'s encoding, returning every chunk no stored page lies in any more.
     /// Returns whether the page was stored and not yet discarded.
-    pub(crate) fn discard(&mut self, page: usize) -> bool {
+    pub(crate) fn discard(&mut self, pools: &mut Pools, page: usize) -> bool {
         let Some(extent) = self.pages.get_mut(page) else {
             return false;
         };
@@ -245,7 +297,8 @@ impl BlockArena {
                 .get_mut(extent.start as usize)
                 .and_then(Option::take)
             {
-                self.lone_bytes -= lone.head.len() + lone.tail.len();
+                self.lone_bytes -= LONE_HEAD_BYTES + lone.tail.len();
+                pools.heads.give(lone.head);
             }
             extent.start = DISCARDED;
             return true;
@@ -257,14 +310,32 @@ impl BlockArena {
         extent.start = DISCARDED;
         for index in start / self.chunk_bytes..=(end - 1) / self.chunk_bytes {
             self.live[index] -= 1;
-            if self.live[index] == 0 && self.chunks[index].take().is_some() {
-                self.held_chunks -= 1;
-                if self.trimmed.is_some_and(|(trimmed, _)| trimmed == index) {
-                    self.trimmed = None;
+            if self.live[index] == 0 {
+                if let Some(chunk) = self.chunks[index].take() {
+                    self.held_chunks -= 1;
+                    if let Chunk::Slot(slot) = chunk {
+                        pools.chunks.give(slot);
+                    }
+                    if self.trimmed.is_some_and(|(trimmed, _)| trimmed == index) {
+                        self.trimmed = None;
+                    }
                 }
             }
         }
         true
+    }
+
+    /// Returns every chunk and head to the pools and forgets the block's pages (its erase).
+    pub(crate) fn release(&mut self, pools: &mut Pools) {
+        for chunk in self.chunks.drain(..).flatten() {
+            if let Chunk::Slot(slot) = chunk {
+                pools.chunks.give(slot);
+            }
+        }
+        for lone in self.lone.drain(..).flatten() {
+            pools.heads.give(lone.head);
+        }
+        *self = BlockArena::new(self.chunk_bytes);
     }
 }
 
@@ -278,13 +349,14 @@ mod tests {
 
     #[test]
     fn pages_straddling_chunks_read_back_and_discards_free_whole_chunks() {
+        let mut pools = Pools::new(CHUNK_BYTES);
         let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [500, 7000, 7000, 16, 8000, 700];
         for (seed, &length) in lengths.iter().enumerate() {
-            arena.push(&encoding(seed as u8, length));
+            arena.push(&mut pools, &encoding(seed as u8, length));
         }
         for (seed, &length) in lengths.iter().enumerate() {
-            let got = arena.parts(seed).map(|[a, b]| [a, b].concat());
+            let got = arena.parts(&pools, seed).map(|[a, b]| [a, b].concat());
             assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
         }
         let total: usize = lengths.iter().sum();
@@ -293,25 +365,27 @@ mod tests {
         let held = arena.held_bytes();
         // Pages 0-2 fill the first chunk and start the second: discarding 0 and 1 frees nothing
         // (page 2 still lies in the first chunk), discarding 2 frees the first.
-        assert!(arena.discard(0));
-        assert!(arena.discard(1));
+        assert!(arena.discard(&mut pools, 0));
+        assert!(arena.discard(&mut pools, 1));
         assert_eq!(arena.held_bytes(), held);
-        assert!(arena.discard(2));
+        assert!(arena.discard(&mut pools, 2));
         assert_eq!(arena.held_bytes(), held - CHUNK_BYTES as u64);
-        assert!(!arena.discard(2), "once");
-        assert_eq!(arena.parts(1), None);
+        assert!(!arena.discard(&mut pools, 2), "once");
+        assert_eq!(arena.parts(&pools, 1), None);
         assert_eq!(
-            arena.parts(4).map(|[a, b]| [a, b].concat()),
+            arena.parts(&pools, 4).map(|[a, b]| [a, b].concat()),
             Some(encoding(4, 8000))
         );
         // Every page discarded: no chunk is left, and appending starts a chunk again.
         for page in 3..lengths.len() {
-            assert!(arena.discard(page));
+            assert!(arena.discard(&mut pools, page));
         }
         assert!(arena.chunks.iter().all(Option::is_none));
-        arena.push(&encoding(9, 300));
+        arena.push(&mut pools, &encoding(9, 300));
         assert_eq!(
-            arena.parts(lengths.len()).map(|[a, b]| [a, b].concat()),
+            arena
+                .parts(&pools, lengths.len())
+                .map(|[a, b]| [a, b].concat()),
             Some(encoding(9, 300))
         );
     }
@@ -320,30 +394,31 @@ mod tests {
     /// chunk as before, and takes pages again if one is appended after all.
     #[test]
     fn trimming_cuts_the_last_chunk_to_what_it_holds() {
+        let mut pools = Pools::new(CHUNK_BYTES);
         let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [7000, 7000, 500];
         for (seed, &length) in lengths.iter().enumerate() {
-            arena.push(&encoding(seed as u8, length));
+            arena.push(&mut pools, &encoding(seed as u8, length));
         }
         let held = arena.held_bytes();
-        arena.trim();
+        arena.trim(&mut pools);
         // The second chunk holds 14,500 - 14,336 bytes of the 14,336 it was given.
         let tail = 14_500 - CHUNK_BYTES;
         assert_eq!(arena.held_bytes(), held - (CHUNK_BYTES - tail) as u64);
         for (seed, &length) in lengths.iter().enumerate() {
-            let got = arena.parts(seed).map(|[a, b]| [a, b].concat());
+            let got = arena.parts(&pools, seed).map(|[a, b]| [a, b].concat());
             assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
         }
-        arena.push(&encoding(7, 3000));
+        arena.push(&mut pools, &encoding(7, 3000));
         assert_eq!(arena.held_bytes(), held, "room again");
         assert_eq!(
-            arena.parts(3).map(|[a, b]| [a, b].concat()),
+            arena.parts(&pools, 3).map(|[a, b]| [a, b].concat()),
             Some(encoding(7, 3000))
         );
-        arena.trim();
+        arena.trim(&mut pools);
         let trimmed = arena.held_bytes();
         for page in 0..4 {
-            assert!(arena.discard(page));
+            assert!(arena.discard(&mut pools, page));
         }
         assert!(arena.held_bytes() < trimmed);
         assert!(arena.chunks.iter().all(Option::is_none));
@@ -355,6 +430,7 @@ mod tests {
     /// exactly its bytes whatever its neighbours in the block do.
     #[test]
     fn encodings_of_8_kib_or_more_are_kept_alone_and_freed_alone() {
+        let mut pools = Pools::new(CHUNK_BYTES);
         let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [
             500,
@@ -366,33 +442,73 @@ mod tests {
             700,
         ];
         for (seed, &length) in lengths.iter().enumerate() {
-            arena.push(&encoding(seed as u8, length));
+            arena.push(&mut pools, &encoding(seed as u8, length));
         }
         for (seed, &length) in lengths.iter().enumerate() {
-            let got = arena.parts(seed).map(|[a, b]| [a, b].concat());
+            let got = arena.parts(&pools, seed).map(|[a, b]| [a, b].concat());
             assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
             let lone = length >= LONE_HEAD_BYTES;
             assert_eq!(arena.pages[seed].length & LONE != 0, lone, "page {seed}");
-            assert_ne!(arena.chunk_address(seed), 0, "page {seed}");
+            assert_ne!(arena.chunk_address(&pools, seed), 0, "page {seed}");
         }
         // Pages 0, 3, 4 and 6 share chunks; 1, 2 and 5 are alone.
         assert_eq!(arena.lone_bytes, 8226 + LONE_HEAD_BYTES + 9000);
         let held = arena.held_bytes();
-        assert!(arena.discard(1));
+        assert!(arena.discard(&mut pools, 1));
         assert_eq!(arena.held_bytes(), held - 8226);
-        assert_eq!(arena.parts(1), None);
-        assert_eq!(arena.chunk_address(1), 0);
-        assert!(!arena.discard(1), "once");
-        assert!(arena.discard(5));
+        assert_eq!(arena.parts(&pools, 1), None);
+        assert_eq!(arena.chunk_address(&pools, 1), 0);
+        assert!(!arena.discard(&mut pools, 1), "once");
+        assert!(arena.discard(&mut pools, 5));
         assert_eq!(arena.held_bytes(), held - 8226 - 9000);
         assert_eq!(
-            arena.parts(2).map(|[a, b]| [a, b].concat()),
+            arena.parts(&pools, 2).map(|[a, b]| [a, b].concat()),
             Some(encoding(2, LONE_HEAD_BYTES))
         );
         for page in [0, 2, 3, 4, 6] {
-            assert!(arena.discard(page));
+            assert!(arena.discard(&mut pools, page));
         }
         assert_eq!(arena.lone_bytes, 0);
         assert!(arena.chunks.iter().all(Option::is_none));
+    }
+
+    /// Blocks take their chunks and heads from the media's pools and give them back on discard
+    /// and erase, so blocks written after others were erased reuse the same memory.
+    #[test]
+    fn erased_blocks_give_their_slots_back_for_the_next() {
+        let mut pools = Pools::new(CHUNK_BYTES);
+        let mut blocks: Vec<BlockArena> = (0..4).map(|_| BlockArena::new(CHUNK_BYTES)).collect();
+        let fill = |pools: &mut Pools, block: &mut BlockArena, seed: u8| {
+            for page in 0..40 {
+                let length = if page % 5 == 0 { 8300 } else { 520 };
+                block.push(pools, &encoding(seed ^ page as u8, length));
+            }
+            block.trim(pools);
+        };
+        for (seed, block) in blocks.iter_mut().enumerate() {
+            fill(&mut pools, block, seed as u8);
+        }
+        let carved = (pools.chunks.carved(), pools.heads.carved());
+        // Each block's second chunk is trimmed, its slot then taken by the next block's.
+        assert_eq!(carved, (4 + 1, 4 * 8), "chunks and heads carved");
+        for round in 0..50u8 {
+            let block = &mut blocks[usize::from(round) % 4];
+            block.release(&mut pools);
+            assert_eq!(block.len(), 0);
+            assert_eq!(block.parts(&pools, 0), None);
+            fill(&mut pools, block, round.wrapping_mul(7));
+            let page = usize::from(round) % 40;
+            let length = if page % 5 == 0 { 8300 } else { 520 };
+            assert_eq!(
+                block.parts(&pools, page).map(|[a, b]| [a, b].concat()),
+                Some(encoding(round.wrapping_mul(7) ^ page as u8, length)),
+                "round {round}"
+            );
+        }
+        assert_eq!(
+            (pools.chunks.carved(), pools.heads.carved()),
+            carved,
+            "no more slots than the first four blocks'"
+        );
     }
 }

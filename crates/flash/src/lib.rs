@@ -39,6 +39,7 @@ pub mod fuzzing;
 mod geometry;
 mod index_cache;
 mod media;
+mod pool;
 mod profile;
 mod retry;
 pub mod timing;

@@ -2,7 +2,7 @@
 //! [`BlockArena`], read back whole or in spans, freed on discard and erase.
 
 use super::{decode_into, encode, Malformed};
-use crate::arena::{chunk_bytes_for, BlockArena};
+use crate::arena::{chunk_bytes_for, BlockArena, Pools};
 use crate::{Geometry, PageAddress};
 
 /// The host's cache line, the step of [`CompactMedia::prefetch`]'s touches.
@@ -20,6 +20,8 @@ pub(crate) struct CompactMedia {
     scratch: Vec<u8>,
     /// By block, its programmed pages in order.
     blocks: Vec<BlockArena>,
+    /// The memory of the blocks' chunks.
+    pools: Pools,
     /// Bytes the blocks hold (kept as a sum: statistics read it per request).
     stored: u64,
 }
@@ -43,6 +45,7 @@ impl CompactMedia {
             blocks: (0..geometry.blocks_total())
                 .map(|_| BlockArena::new(chunk_bytes_for(slot_bytes)))
                 .collect(),
+            pools: Pools::new(chunk_bytes_for(slot_bytes)),
             stored: 0,
         }
     }
@@ -72,7 +75,9 @@ impl CompactMedia {
             oob.fill(0);
             return Ok(());
         }
-        let encoded = pages.parts(page).ok_or(Unreadable::Discarded)?;
+        let encoded = pages
+            .parts(&self.pools, page)
+            .ok_or(Unreadable::Discarded)?;
         decode_into(encoded, [oob, data]).map_err(Unreadable::Malformed)
     }
 
@@ -85,7 +90,7 @@ impl CompactMedia {
             .get(block)
             .filter(|pages| page < pages.len())
             .ok_or(Unreadable::Malformed("the page was never stored"))?;
-        pages.parts(page).ok_or(Unreadable::Discarded)
+        pages.parts(&self.pools, page).ok_or(Unreadable::Discarded)
     }
 
     /// Touches what reads of pages `indices` will touch, in passes that each load one step for
@@ -108,13 +113,13 @@ impl CompactMedia {
             sum = sum.wrapping_add(arena.start_of(*page));
         }
         for (arena, page) in &arenas {
-            sum = sum.wrapping_add(arena.chunk_address(*page));
+            sum = sum.wrapping_add(arena.chunk_address(&self.pools, *page));
         }
         for (arena, page) in &arenas {
             // The lines a read starts with: a page of records whole, a bucket or meta page's
             // head (a copy of the rest streams behind it).
             let mut left = PREFETCH_BYTES;
-            for part in arena.parts(*page).into_iter().flatten() {
+            for part in arena.parts(&self.pools, *page).into_iter().flatten() {
                 for byte in part.iter().take(left).step_by(CACHE_LINE_BYTES) {
                     sum = sum.wrapping_add(usize::from(*byte));
                 }
@@ -147,9 +152,9 @@ impl CompactMedia {
         self.scratch.clear();
         encode(&self.slot, &mut self.scratch);
         let before = pages.held_bytes();
-        pages.push(&self.scratch);
+        pages.push(&mut self.pools, &self.scratch);
         if pages.len() == self.geometry.pages_per_block as usize {
-            pages.trim();
+            pages.trim(&mut self.pools);
         }
         self.stored = self.stored + pages.held_bytes() - before;
         Ok(())
@@ -164,7 +169,7 @@ impl CompactMedia {
             return false;
         };
         let before = pages.held_bytes();
-        let discarded = pages.discard(page);
+        let discarded = pages.discard(&mut self.pools, page);
         self.stored = self.stored + pages.held_bytes() - before;
         discarded
     }
@@ -173,7 +178,7 @@ impl CompactMedia {
     pub(crate) fn erase(&mut self, block: u64) {
         if let Some(pages) = self.blocks.get_mut(block as usize) {
             self.stored -= pages.held_bytes();
-            *pages = BlockArena::new(chunk_bytes_for(self.slot.len()));
+            pages.release(&mut self.pools);
         }
     }
 
