@@ -5,8 +5,12 @@
 //!
 //! `cargo run --release -p kvssd-bench --example host_memory_latency -- 64 4096` prints, per size
 //! in MiB, the time of one read that depends on the one before (a random cycle through every cache
-//! line of the buffer) and of one read among eight independent chains run together.
+//! line of the buffer) and of one read among eight independent chains run together: once in a
+//! mapping advised not to use transparent huge pages (4 KiB pages, as the allocator's memory
+//! mostly is) and once in one advised to use them, as compact media's chunks are
+//! (`crates/flash/src/pool.rs`). Where the kernel offers no huge pages, both rows are the same.
 
+use memmap2::{Advice, MmapMut};
 use std::time::Instant;
 
 const LINE_WORDS: usize = 8;
@@ -30,16 +34,28 @@ fn main() {
         sizes
     };
     for mib in sizes {
-        let (dependent, independent) = measure(mib);
-        println!(
-            "{mib} MiB: {dependent:.1} ns a dependent read, {independent:.1} ns a read of {CHAINS} \
-             independent chains"
-        );
+        for (pages, advice) in [
+            ("4 KiB pages", Advice::NoHugePage),
+            ("huge pages", Advice::HugePage),
+        ] {
+            let (dependent, independent) = measure(mib, advice);
+            println!(
+                "{mib} MiB, {pages}: {dependent:.1} ns a dependent read, {independent:.1} ns a \
+                 read of {CHAINS} independent chains"
+            );
+        }
     }
 }
 
-/// Nanoseconds per read: one chain, then `CHAINS` chains interleaved.
-fn measure(mib: usize) -> (f64, f64) {
+/// The word at index `at` of `words` (native byte order).
+fn word(words: &[u8], at: usize) -> usize {
+    let mut bytes = [0u8; 8];
+    bytes.copy_from_slice(&words[at * 8..at * 8 + 8]);
+    usize::from_ne_bytes(bytes)
+}
+
+/// Nanoseconds per read in a mapping given `advice`: one chain, then `CHAINS` chains interleaved.
+fn measure(mib: usize, advice: Advice) -> (f64, f64) {
     let lines = (mib << 20) / (LINE_WORDS * 8);
     // A random cyclic order of the lines (Sattolo's shuffle), each line holding the next's index.
     let mut order: Vec<usize> = (0..lines).collect();
@@ -50,15 +66,22 @@ fn measure(mib: usize) -> (f64, f64) {
         state ^= state << 17;
         order.swap(i, (state % i as u64) as usize);
     }
-    let mut words = vec![0usize; lines * LINE_WORDS];
+    let mut words = MmapMut::map_anon(lines * LINE_WORDS * 8).unwrap_or_else(|error| {
+        eprintln!("host_memory_latency: cannot map {mib} MiB: {error}");
+        std::process::exit(1);
+    });
+    // Advice only: a kernel without huge pages leaves both buffers in 4 KiB pages.
+    let _ = words.advise(advice);
     for (i, &line) in order.iter().enumerate() {
-        words[line * LINE_WORDS] = order[(i + 1) % lines] * LINE_WORDS;
+        let next = order[(i + 1) % lines] * LINE_WORDS;
+        let at = line * LINE_WORDS * 8;
+        words[at..at + 8].copy_from_slice(&next.to_ne_bytes());
     }
     drop(order);
     let mut at = 0;
     let started = Instant::now();
     for _ in 0..READS {
-        at = words[at];
+        at = word(&words, at);
     }
     let dependent = started.elapsed().as_nanos() as f64 / READS as f64;
     let mut chains: [usize; CHAINS] =
@@ -66,7 +89,7 @@ fn measure(mib: usize) -> (f64, f64) {
     let started = Instant::now();
     for _ in 0..READS / CHAINS {
         for position in chains.iter_mut() {
-            *position = words[*position];
+            *position = word(&words, *position);
         }
     }
     let independent = started.elapsed().as_nanos() as f64 / READS as f64;
