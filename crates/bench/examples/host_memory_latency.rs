@@ -8,7 +8,8 @@
 //! line of the buffer) and of one read among eight independent chains run together: once in a
 //! mapping advised not to use transparent huge pages (4 KiB pages, as the allocator's memory
 //! mostly is) and once in one advised to use them, as compact media's chunks are
-//! (`crates/flash/src/pool.rs`). Where the kernel offers no huge pages, both rows are the same.
+//! (`crates/flash/src/pool.rs`). Where the kernel offers no huge pages, both rows are the same;
+//! on systems other than Linux, each size is measured once, in the system's pages.
 
 use memmap2::{Advice, MmapMut};
 use std::time::Instant;
@@ -16,6 +17,14 @@ use std::time::Instant;
 const LINE_WORDS: usize = 8;
 const READS: usize = 20_000_000;
 const CHAINS: usize = 8;
+/// The kinds of page each size is measured in, and the advice that asks for them.
+#[cfg(target_os = "linux")]
+const PAGES: [(&str, Option<Advice>); 2] = [
+    ("4 KiB pages", Some(Advice::NoHugePage)),
+    ("huge pages", Some(Advice::HugePage)),
+];
+#[cfg(not(target_os = "linux"))]
+const PAGES: [(&str, Option<Advice>); 1] = [("the system's pages", None)];
 
 fn main() {
     let sizes: Vec<usize> = std::env::args()
@@ -34,10 +43,7 @@ fn main() {
         sizes
     };
     for mib in sizes {
-        for (pages, advice) in [
-            ("4 KiB pages", Advice::NoHugePage),
-            ("huge pages", Advice::HugePage),
-        ] {
+        for (pages, advice) in PAGES {
             let (dependent, independent) = measure(mib, advice);
             println!(
                 "{mib} MiB, {pages}: {dependent:.1} ns a dependent read, {independent:.1} ns a \
@@ -55,7 +61,7 @@ fn word(words: &[u8], at: usize) -> usize {
 }
 
 /// Nanoseconds per read in a mapping given `advice`: one chain, then `CHAINS` chains interleaved.
-fn measure(mib: usize, advice: Advice) -> (f64, f64) {
+fn measure(mib: usize, advice: Option<Advice>) -> (f64, f64) {
     let lines = (mib << 20) / (LINE_WORDS * 8);
     // A random cyclic order of the lines (Sattolo's shuffle), each line holding the next's index.
     let mut order: Vec<usize> = (0..lines).collect();
@@ -71,7 +77,9 @@ fn measure(mib: usize, advice: Advice) -> (f64, f64) {
         std::process::exit(1);
     });
     // Advice only: a kernel without huge pages leaves both buffers in 4 KiB pages.
-    let _ = words.advise(advice);
+    if let Some(advice) = advice {
+        let _ = words.advise(advice);
+    }
     for (i, &line) in order.iter().enumerate() {
         let next = order[(i + 1) % lines] * LINE_WORDS;
         let at = line * LINE_WORDS * 8;
