@@ -11,8 +11,9 @@
 
 use memmap2::MmapMut;
 
-/// Bytes of a mapping about (a power of two of slots, the nearest above half this): 16 huge pages
-/// of 2 MiB, so that a slot's number gives its mapping and place by a shift and a mask.
+/// Bytes a mapping holds at most: 16 huge pages of 2 MiB. A mapping holds the largest power of two
+/// of slots that fits (2,048 of 14 KiB, 4,096 of 8 KiB), so that a slot's number gives its mapping
+/// and place by a shift and a mask.
 const REGION_BYTES: usize = 32 << 20;
 
 /// Which slot of a [`SlotPool`]: its number in the order the pool carved them.
