@@ -292,6 +292,34 @@ fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
     push_literal(out, &slot[literal_from..]);
 }
 
+/// Appends an encoding of `slot` that looks for no run but the zero bytes at its end (of at least
+/// [`FILL_MIN`]): for pages whose bytes hardly repeat, the index pages of keys and pointers, in
+/// which [`encode`] finds next to nothing and spends most of the page's write looking. A
+/// `hash` bucket page's write-back is such a page, and its encoding took 37% of `hash`'s Load
+/// on the paper's card. The encoding is as faithful as [`encode`]'s, and no longer than the slot
+/// by more than an operation's header.
+pub(crate) fn encode_dense(slot: &[u8], out: &mut Vec<u8>) {
+    let words = slot.len() / 8;
+    // The zero tail, a word at a time, then the bytes of the last word that is not zero.
+    let mut end = if slot[8 * words..].iter().any(|&byte| byte != 0) {
+        slot.len()
+    } else {
+        (0..words)
+            .rev()
+            .find(|&index| word(slot, 8 * index) != 0)
+            .map_or(0, |index| 8 * index + 8)
+    };
+    while end > 0 && slot[end - 1] == 0 {
+        end -= 1;
+    }
+    if slot.len() - end >= FILL_MIN {
+        push_literal(out, &slot[..end]);
+        push_header(out, ZEROS, slot.len() - end);
+    } else {
+        push_literal(out, slot);
+    }
+}
+
 /// Why an encoding cannot be decoded.
 pub(crate) type Malformed = &'static str;
 
@@ -833,6 +861,27 @@ mod tests {
             let (data, oob) = back.split_at_mut(split);
             decode_into([&encoded[..cut], &encoded[cut..]], [data, oob]).expect("decodes");
             prop_assert_eq!(back, slot);
+        }
+
+        #[test]
+        fn a_dense_encoding_round_trips_and_keeps_its_zero_tail_short(
+            bytes in proptest::collection::vec(any::<u8>(), 0..3000),
+            zeros in 0usize..3000,
+            slot_split in any::<usize>(),
+        ) {
+            let mut slot = bytes;
+            slot.resize(slot.len() + zeros, 0);
+            let mut encoded = Vec::new();
+            encode_dense(&slot, &mut encoded);
+            let split = slot_split % (slot.len() + 1);
+            let mut back = vec![0xA5; slot.len()];
+            let (data, oob) = back.split_at_mut(split);
+            decode_into([&encoded, &[]], [data, oob]).expect("decodes");
+            prop_assert_eq!(&back, &slot);
+            // One literal and at most one run of zeros, each with a header of a few bytes.
+            let nonzero = slot.iter().rposition(|&byte| byte != 0).map_or(0, |last| last + 1);
+            let kept = if slot.len() - nonzero >= FILL_MIN { nonzero } else { slot.len() };
+            prop_assert!(encoded.len() <= kept + 8, "{} bytes for {kept}", encoded.len());
         }
 
         #[test]

@@ -119,13 +119,15 @@ impl Media {
     }
 
     /// Stores page `index`'s payload and OOB area; on file media with write-behind on and
-    /// `behind_allowed`, queues them ([`WriteBehind`]).
+    /// `behind_allowed`, queues them ([`WriteBehind`]). Compact media look for no runs in a
+    /// `dense` page ([`crate::Flash::program_dense`]).
     pub(crate) fn write(
         &mut self,
         index: u64,
         data: PageBytes<'_>,
         oob: &[u8],
         behind_allowed: bool,
+        dense: bool,
     ) -> Result<()> {
         match self {
             Media::Ram(ram) => {
@@ -133,7 +135,7 @@ impl Media {
                 Ok(())
             }
             Media::Compact(compact) => compact
-                .write(index, data.as_slice(), oob)
+                .write(index, data.as_slice(), oob, dense)
                 .map_err(malformed),
             Media::File(file) => file.write(index, data, oob, behind_allowed),
         }

@@ -13,7 +13,8 @@ use kvssd_flash::{PageAddress, PageView, Purpose, SimTime};
 
 impl Space {
     /// Programs one meta page (exactly `page_bytes`) on the next log; returns its index and when the
-    /// program completes.
+    /// program completes. A meta page is keys and pointers, programmed as a dense page
+    /// ([`kvssd_flash::Flash::program_dense`]).
     pub fn write_meta(
         &mut self,
         at: SimTime,
@@ -27,7 +28,7 @@ impl Space {
         let page = self.reserve_page(namespace, cursor, Stream::Meta)?;
         let done = self
             .flash
-            .program(at, page, purpose, data, &[OOB_KIND_META])?;
+            .program_dense(at, page, purpose, data, &[OOB_KIND_META])?;
         let index = self.geometry.page_index(page);
         self.add_valid(
             index / u64::from(self.geometry.pages_per_block),

@@ -1,7 +1,7 @@
 //! The compact media themselves: each block's page encodings ([`super::encode`]) in a
 //! [`BlockArena`], read back whole or in spans, freed on discard and erase.
 
-use super::{decode_into, encode, Malformed};
+use super::{decode_into, encode, encode_dense, Malformed};
 use crate::arena::{chunk_bytes_for, BlockArena, Pools};
 use crate::{Geometry, PageAddress};
 
@@ -129,12 +129,14 @@ impl CompactMedia {
         std::hint::black_box(sum);
     }
 
-    /// Stores page `index`, the next page of its block (the flash layer checked the order).
+    /// Stores page `index`, the next page of its block (the flash layer checked the order), in
+    /// [`encode_dense`]'s encoding if `dense`, else in [`encode`]'s.
     pub(crate) fn write(
         &mut self,
         index: u64,
         data: &[u8],
         oob: &[u8],
+        dense: bool,
     ) -> Result<(), (PageAddress, Malformed)> {
         let (block, page) = self.locate(index);
         let address = self.geometry.page_at(index);
@@ -150,7 +152,11 @@ impl CompactMedia {
         self.slot[..oob_bytes].copy_from_slice(oob);
         self.slot[oob_bytes..].copy_from_slice(data);
         self.scratch.clear();
-        encode(&self.slot, &mut self.scratch);
+        if dense {
+            encode_dense(&self.slot, &mut self.scratch);
+        } else {
+            encode(&self.slot, &mut self.scratch);
+        }
         let before = pages.held_bytes();
         pages.push(&mut self.pools, &self.scratch);
         if pages.len() == self.geometry.pages_per_block as usize {

@@ -18,7 +18,24 @@ impl Flash {
         data: &[u8],
         oob: &[u8],
     ) -> Result<SimTime> {
-        self.program_bytes(at, page, purpose, PageBytes::Borrowed(data), oob)
+        self.program_bytes(at, page, purpose, PageBytes::Borrowed(data), oob, false)
+    }
+
+    /// [`Flash::program`] of a page whose bytes hardly repeat: an index page of keys and
+    /// pointers. The same operation in every figure, count and rule; compact media keep such a
+    /// page as it is (but for a run of zero bytes at its end) instead of looking for runs in it,
+    /// which costs more host time than any other part of writing it
+    /// ([`crate::MediaKind::Compact`]). Any page may be programmed either way: the bytes read back
+    /// are the same.
+    pub fn program_dense(
+        &mut self,
+        at: SimTime,
+        page: PageAddress,
+        purpose: Purpose,
+        data: &[u8],
+        oob: &[u8],
+    ) -> Result<SimTime> {
+        self.program_bytes(at, page, purpose, PageBytes::Borrowed(data), oob, true)
     }
 
     /// [`Flash::program`] of a page buffer the caller is done with: file media writing behind
@@ -33,7 +50,7 @@ impl Flash {
         data: Vec<u8>,
         oob: &[u8],
     ) -> Result<SimTime> {
-        self.program_bytes(at, page, purpose, PageBytes::Owned(data), oob)
+        self.program_bytes(at, page, purpose, PageBytes::Owned(data), oob, false)
     }
 
     /// A zeroed page of `page_bytes`, with room after it for the OOB area of a slot of file
@@ -52,6 +69,7 @@ impl Flash {
         purpose: Purpose,
         bytes: PageBytes<'_>,
         oob: &[u8],
+        dense: bool,
     ) -> Result<SimTime> {
         let data = bytes.as_slice();
         self.check_buffers(data.len(), oob.len())?;
@@ -95,8 +113,13 @@ impl Flash {
             match self.faults.in_flight_program() {
                 InFlight::Lost => {}
                 InFlight::Completed => {
-                    self.media
-                        .write(index, PageBytes::Borrowed(data), &self.oob_scratch, false)?;
+                    self.media.write(
+                        index,
+                        PageBytes::Borrowed(data),
+                        &self.oob_scratch,
+                        false,
+                        dense,
+                    )?;
                     self.blocks[slot].next_page += 1;
                     self.counters
                         .record_program(purpose, u64::from(self.geometry.page_bytes));
@@ -113,6 +136,7 @@ impl Flash {
                         PageBytes::Borrowed(&torn),
                         &self.oob_scratch,
                         false,
+                        dense,
                     )?;
                     self.torn_pages.insert(index);
                     self.blocks[slot].next_page += 1;
@@ -124,7 +148,7 @@ impl Flash {
         }
         let behind_allowed = self.faults.is_quiet();
         self.media
-            .write(index, bytes, &self.oob_scratch, behind_allowed)?;
+            .write(index, bytes, &self.oob_scratch, behind_allowed, dense)?;
         self.blocks[slot].next_page += 1;
         self.counters
             .record_program(purpose, u64::from(self.geometry.page_bytes));
