@@ -6,6 +6,7 @@ use std::sync::Arc;
 use kvssd_flash::{Purpose, SimTime};
 use kvssd_space::{RecordPointer, Space};
 
+use super::bloom;
 use super::level::{Level, SearchMode};
 use super::segment::{Entry, SegmentPage};
 use super::{Found, LsmTree, Pairs, Picked, Result};
@@ -40,6 +41,8 @@ impl LsmTree {
             }
         }
         let mode = self.search_mode();
+        // The key's filter hash, once, for every level with a filter.
+        let mut key_hash = None;
         let mut bounds: Option<(usize, usize)> = None;
         let mut meta_reads = 0;
         for index in 0..self.levels.len() {
@@ -68,7 +71,8 @@ impl LsmTree {
             let mut filter_passed = false;
             if let Some(filter) = &level.segments[j].bloom {
                 let predicted = filter.predicted_fpr();
-                if !filter.may_contain(key, &mut self.cpu_pending) {
+                let key_hash = *key_hash.get_or_insert_with(|| bloom::hash(key));
+                if !filter.may_contain_hashed(key, key_hash, &mut self.cpu_pending) {
                     let level = &mut self.levels[index];
                     level.bloom_negatives += 1;
                     level.bloom_expected_false_positives += predicted;
