@@ -129,8 +129,8 @@ impl CompactMedia {
         std::hint::black_box(sum);
     }
 
-    /// Stores page `index`, the next page of its block (the flash layer checked the order), in
-    /// [`encode_dense`]'s encoding if `dense`, else in [`encode`]'s.
+    /// Stores page `index`, the next page of its block (the flash layer checked the order), its
+    /// payload in [`encode_dense`]'s encoding if `dense`, else in [`encode`]'s.
     pub(crate) fn write(
         &mut self,
         index: u64,
@@ -149,12 +149,19 @@ impl CompactMedia {
         // The OOB area first: a read that wants only the trailer and one record decodes the
         // first operations, and the record's (`decode_span`).
         let oob_bytes = self.slot.len() - self.page_bytes;
-        self.slot[..oob_bytes].copy_from_slice(oob);
-        self.slot[oob_bytes..].copy_from_slice(data);
+        if oob.len() != oob_bytes || data.len() != self.page_bytes {
+            return Err((address, "a page's payload and OOB area must fill its slot"));
+        }
         self.scratch.clear();
         if dense {
-            encode_dense(&self.slot, &mut self.scratch);
+            // The OOB area, mostly zeros after the trailer, as any slot; then the page, with no
+            // copy into the slot first. Each encoding covers its part exactly, so the two cover
+            // the slot.
+            encode(oob, &mut self.scratch);
+            encode_dense(data, &mut self.scratch);
         } else {
+            self.slot[..oob_bytes].copy_from_slice(oob);
+            self.slot[oob_bytes..].copy_from_slice(data);
             encode(&self.slot, &mut self.scratch);
         }
         let before = pages.held_bytes();
