@@ -7,6 +7,10 @@
 //! that are not periodic are kept as literals). Everything above the media sees the same bytes as on
 //! [`crate::MediaKind::Ram`], so the flash layer's checksums, rules, timing and counters are unchanged.
 //!
+//! A page programmed as dense ([`crate::Flash::program_dense`]: meta and bucket pages, keys and
+//! pointers that hardly repeat) is encoded without the search for runs ([`encode_dense`]): its OOB
+//! area as any slot, then its payload as one literal and a run of the zero bytes at its end.
+//!
 //! A block's page encodings lie end to end in chunks ([`crate::arena`]), freed when every page in
 //! them is erased or discarded ([`crate::Flash::discard`]). A slot is encoded with its OOB area
 //! first, so that a read of the trailer and of one record ([`crate::Flash::read_parts`]) decodes
