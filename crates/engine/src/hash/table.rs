@@ -13,15 +13,16 @@
 //! the directory names, which holds the same bytes (GC moves it whole), and a change copies the
 //! page out first. The simulation sees the same reads, time and counters either way.
 
-use std::collections::BTreeMap;
-
 use kvssd_flash::{MediaKind, Purpose, SimTime};
 use kvssd_space::{Contents, PageIndex, Space};
 
 use super::bucket::{self, Slot, Slots};
 use super::{HashError, Result};
 
+mod cache;
 mod state;
+
+use cache::{CachedPage, PageCache};
 
 pub(crate) use state::TableState;
 
@@ -41,28 +42,13 @@ pub(crate) struct TableCounts {
 }
 
 #[derive(Debug)]
-struct CachedPage {
-    /// The page as [`bucket::encode`] lays it out; its slots are read and set where they lie,
-    /// and its sequence and checksum are stamped when it is written back. `None` while the page
-    /// is clean on compact media: its slots are then read in its flash copy ([`Slots::InPlace`]).
-    bytes: Option<Vec<u8>>,
-    dirty: bool,
-    stamp: u64,
-    /// Read ahead of its first use ([`Table::read_ahead`]): that use counts the miss.
-    read_ahead: bool,
-}
-
-#[derive(Debug)]
 enum Storage {
     Flash {
         directory: Vec<Option<PageIndex>>,
         /// Directory entries that point at a flash page (every put asks, so it is kept rather
         /// than counted).
         on_flash: u64,
-        cache: BTreeMap<u64, CachedPage>,
-        /// Last-use stamp → page, oldest first.
-        lru: BTreeMap<u64, u64>,
-        clock: u64,
+        cache: PageCache,
         capacity: usize,
         sequence: u64,
         /// The bytes of the page last evicted, for the next read to reuse.
@@ -98,9 +84,7 @@ impl Table {
             storage: Storage::Flash {
                 directory: vec![None; pages as usize],
                 on_flash: 0,
-                cache: BTreeMap::new(),
-                lru: BTreeMap::new(),
-                clock: 0,
+                cache: PageCache::new(pages as usize),
                 capacity,
                 sequence: 0,
                 spare: Vec::new(),
@@ -153,10 +137,7 @@ impl Table {
     /// Bucket pages cached now, and how many of them are dirty.
     pub(crate) fn cached_pages(&self) -> (usize, usize) {
         match &self.storage {
-            Storage::Flash { cache, .. } => (
-                cache.len(),
-                cache.values().filter(|page| page.dirty).count(),
-            ),
+            Storage::Flash { cache, .. } => (cache.len(), cache.dirty_count()),
             Storage::Dram { .. } => (0, 0),
         }
     }
@@ -194,7 +175,7 @@ impl Table {
         match &self.storage {
             Storage::Flash {
                 directory, cache, ..
-            } if cache.get(&page).is_none_or(|cached| cached.bytes.is_none()) => {
+            } if cache.get(page).is_none_or(|cached| cached.bytes.is_none()) => {
                 directory.get(page as usize).copied().flatten()
             }
             _ => None,
@@ -235,17 +216,10 @@ impl Table {
         purpose: Purpose,
         change: bool,
     ) -> Result<SimTime> {
-        let Storage::Flash {
-            cache, lru, clock, ..
-        } = &mut self.storage
-        else {
+        let Storage::Flash { cache, .. } = &mut self.storage else {
             return Ok(at);
         };
-        *clock += 1;
-        if let Some(cached) = cache.get_mut(&page) {
-            lru.remove(&cached.stamp);
-            cached.stamp = *clock;
-            lru.insert(*clock, page);
+        if let Some(cached) = cache.touch(page) {
             if std::mem::take(&mut cached.read_ahead) {
                 // It had to be read for this use, only earlier.
                 self.counts.cache_misses += 1;
@@ -273,7 +247,7 @@ impl Table {
         let Storage::Flash { cache, .. } = &self.storage else {
             return Ok(at);
         };
-        if cache.contains_key(&page) {
+        if cache.contains(page) {
             return Ok(at);
         }
         // Pages are read ahead of puts, which change them.
@@ -364,7 +338,7 @@ impl Table {
         self.insert_page(space, at, page, bytes, false, purpose)?;
         if read_ahead {
             if let Storage::Flash { cache, .. } = &mut self.storage {
-                if let Some(cached) = cache.get_mut(&page) {
+                if let Some(cached) = cache.get_mut(page) {
                     cached.read_ahead = true;
                 }
             }
@@ -400,36 +374,30 @@ impl Table {
             }
             self.evict_oldest(space, at, purpose)?;
         }
-        let Storage::Flash {
-            cache, lru, clock, ..
-        } = &mut self.storage
-        else {
+        let Storage::Flash { cache, .. } = &mut self.storage else {
             return Ok(());
         };
-        *clock += 1;
-        lru.insert(*clock, page);
-        cache.insert(
-            page,
-            CachedPage {
-                bytes,
-                dirty,
-                stamp: *clock,
-                read_ahead: false,
-            },
-        );
+        let cached = CachedPage {
+            bytes,
+            dirty,
+            read_ahead: false,
+        };
+        if !cache.insert(page, cached) {
+            return Err(HashError::MalformedBucket {
+                page,
+                what: "a page cached twice, or outside the table",
+            });
+        }
         Ok(())
     }
 
     /// Evicts the least recently used page, writing it back if dirty. The write is issued at `at`
     /// and not waited for: the die and channel calendars carry its cost to later operations.
     fn evict_oldest(&mut self, space: &mut Space, at: SimTime, purpose: Purpose) -> Result<()> {
-        let Storage::Flash { cache, lru, .. } = &mut self.storage else {
+        let Storage::Flash { cache, .. } = &mut self.storage else {
             return Ok(());
         };
-        let Some((_, page)) = lru.pop_first() else {
-            return Ok(());
-        };
-        let Some(evicted) = cache.remove(&page) else {
+        let Some((page, evicted)) = cache.pop_oldest() else {
             return Ok(());
         };
         self.counts.evictions += 1;
@@ -489,14 +457,21 @@ impl Table {
         purpose: Purpose,
     ) -> Result<SimTime> {
         let dirty: Vec<u64> = match &mut self.storage {
-            Storage::Flash { cache, .. } => cache
-                .iter_mut()
-                .filter(|(_, page)| page.dirty)
-                .map(|(&number, page)| {
-                    page.dirty = false;
-                    number
-                })
-                .collect(),
+            Storage::Flash { cache, .. } => {
+                // In page order, as they are written.
+                let dirty: Vec<u64> = cache
+                    .by_page()
+                    .into_iter()
+                    .filter(|(_, page)| page.dirty)
+                    .map(|(number, _)| number)
+                    .collect();
+                for &number in &dirty {
+                    if let Some(page) = cache.get_mut(number) {
+                        page.dirty = false;
+                    }
+                }
+                dirty
+            }
             Storage::Dram { .. } => Vec::new(),
         };
         let mut done = at;
@@ -504,7 +479,7 @@ impl Table {
             // Out of the cache while it is written, so the write can update the directory.
             let Some(mut bytes) = (match &mut self.storage {
                 Storage::Flash { cache, .. } => {
-                    cache.get_mut(&page).and_then(|cached| cached.bytes.take())
+                    cache.get_mut(page).and_then(|cached| cached.bytes.take())
                 }
                 Storage::Dram { .. } => None,
             }) else {
@@ -512,7 +487,7 @@ impl Table {
             };
             let written = self.write_back(space, at, page, &mut bytes, purpose);
             if let Storage::Flash { cache, .. } = &mut self.storage {
-                if let Some(cached) = cache.get_mut(&page) {
+                if let Some(cached) = cache.get_mut(page) {
                     cached.bytes = Some(bytes);
                 }
             }
@@ -527,7 +502,7 @@ impl Table {
         match &self.storage {
             Storage::Flash {
                 cache, directory, ..
-            } => match &cache.get(&page)?.bytes {
+            } => match &cache.get(page)?.bytes {
                 Some(bytes) => Some(bucket::slots_in(bytes, self.slots_per_page, self.bits)),
                 None => Some(Slots::InPlace {
                     space,
@@ -543,7 +518,7 @@ impl Table {
     /// Whether page `page` is resident (every `kaml` slot is).
     pub(crate) fn is_resident(&self, page: u64) -> bool {
         match &self.storage {
-            Storage::Flash { cache, .. } => cache.contains_key(&page),
+            Storage::Flash { cache, .. } => cache.contains(page),
             Storage::Dram { .. } => page == 0,
         }
     }
@@ -559,7 +534,7 @@ impl Table {
         else {
             return Ok(());
         };
-        let Some(cached) = cache.get_mut(&page).filter(|cached| cached.bytes.is_none()) else {
+        let Some(cached) = cache.get_mut(page).filter(|cached| cached.bytes.is_none()) else {
             return Ok(());
         };
         let unreadable = || HashError::MalformedBucket {
@@ -598,7 +573,7 @@ impl Table {
         self.hold_bytes(space, page)?;
         let per_page = self.slots_per_page;
         let set = match &mut self.storage {
-            Storage::Flash { cache, .. } => cache.get_mut(&page).is_some_and(|cached| {
+            Storage::Flash { cache, .. } => cache.get_mut(page).is_some_and(|cached| {
                 cached.dirty = true;
                 offset < per_page
                     && cached
@@ -664,7 +639,7 @@ impl Table {
         purpose: Purpose,
     ) -> Result<()> {
         if let Storage::Flash { cache, .. } = &self.storage {
-            if cache.contains_key(&page) {
+            if cache.contains(page) {
                 return Err(HashError::MalformedBucket {
                     page,
                     what: "GC installs a page that is already cached",

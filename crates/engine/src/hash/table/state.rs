@@ -44,9 +44,10 @@ impl Table {
                     .collect(),
                 sequence: *sequence,
                 pages: cache
-                    .iter()
+                    .by_page()
+                    .into_iter()
                     .filter(|(_, page)| page.dirty)
-                    .filter_map(|(&number, page)| {
+                    .filter_map(|(number, page)| {
                         // A dirty page holds its bytes: a change copies them out first.
                         debug_assert!(page.bytes.is_some(), "dirty page {number} holds no bytes");
                         let bytes = page.bytes.as_deref()?;
@@ -79,8 +80,6 @@ impl Table {
                 directory,
                 on_flash,
                 cache,
-                lru,
-                clock,
                 capacity,
                 sequence,
                 ..
@@ -114,17 +113,14 @@ impl Table {
                             .ok_or_else(|| malformed("saved slot outside its page"))?;
                         *place = *slot;
                     }
-                    *clock += 1;
-                    lru.insert(*clock, *number);
-                    cache.insert(
-                        *number,
-                        CachedPage {
-                            bytes: Some(bucket::encode(&slots, *number, 0, bits, page_bytes)),
-                            dirty: true,
-                            stamp: *clock,
-                            read_ahead: false,
-                        },
-                    );
+                    let cached = CachedPage {
+                        bytes: Some(bucket::encode(&slots, *number, 0, bits, page_bytes)),
+                        dirty: true,
+                        read_ahead: false,
+                    };
+                    if !cache.insert(*number, cached) {
+                        return Err(malformed("saved page listed twice"));
+                    }
                 }
             }
             Storage::Dram { slots } => {
