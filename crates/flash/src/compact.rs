@@ -304,8 +304,8 @@ fn encode_ruling_out<const RULE_OUT: bool>(slot: &[u8], out: &mut Vec<u8>) {
 /// [`FILL_MIN`]): for pages whose bytes hardly repeat, the index pages of keys and pointers, in
 /// which [`encode`] finds next to nothing and spends most of the page's write looking. A
 /// `hash` bucket page's write-back is such a page, and its encoding took 37% of `hash`'s Load
-/// on the paper card at 32 blocks per die. The encoding is as faithful as [`encode`]'s, and no longer than the slot
-/// by more than an operation's header.
+/// on the paper card at 32 blocks per die. The encoding is as faithful as [`encode`]'s, and no
+/// longer than the slot by more than an operation's header.
 pub(crate) fn encode_dense(slot: &[u8], out: &mut Vec<u8>) {
     let words = slot.len() / 8;
     // The zero tail, a word at a time, then the bytes of the last word that is not zero.

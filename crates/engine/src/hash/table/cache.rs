@@ -216,7 +216,9 @@ mod tests {
         /// The cache answers every step as the two ordered maps it replaces did (page → page,
         /// last-use stamp → page): the same pages cached, evicted in the same order.
         #[test]
-        fn page_cache_keeps_the_order_of_last_use(steps in proptest::collection::vec(step(), 0..200)) {
+        fn page_cache_keeps_the_order_of_last_use(
+            steps in proptest::collection::vec(step(), 0..200),
+        ) {
             // Pages 20 to 23 lie outside a table of 20.
             let mut cache = PageCache::new(20);
             let mut pages: BTreeMap<u64, (bool, u64)> = BTreeMap::new();
@@ -245,7 +247,9 @@ mod tests {
                         }
                     }
                     Step::PopOldest => {
-                        let popped = cache.pop_oldest().map(|(number, cached)| (number, cached.dirty));
+                        let popped = cache
+                            .pop_oldest()
+                            .map(|(number, cached)| (number, cached.dirty));
                         let expected = uses.pop_first().map(|(_, number)| {
                             let (dirty, _) = pages.remove(&number).unwrap_or_default();
                             (number, dirty)
@@ -254,8 +258,11 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(cache.len(), pages.len());
-                let listed: Vec<(u64, bool)> =
-                    cache.by_page().into_iter().map(|(number, cached)| (number, cached.dirty)).collect();
+                let listed: Vec<(u64, bool)> = cache
+                    .by_page()
+                    .into_iter()
+                    .map(|(number, cached)| (number, cached.dirty))
+                    .collect();
                 let expected: Vec<(u64, bool)> =
                     pages.iter().map(|(&number, &(dirty, _))| (number, dirty)).collect();
                 prop_assert_eq!(listed, expected);
