@@ -11,12 +11,17 @@
 //! and is returned to the pool when that count reaches zero, so discarding pages (a merge reading
 //! its lower level) frees memory as it goes rather than at the block's erase.
 //!
-//! An encoding of 8 KiB or more ([`LONE_HEAD_BYTES`]: a meta or bucket page of 8 KiB, whose keys
-//! and pointers do not repeat) is kept alone instead, in a slot of exactly 8 KiB and an
-//! allocation for the bytes past it, both freed when the page is discarded. In chunks, such a
+//! An encoding of 8 KiB or more ([`LONE_MIN_BYTES`]: a meta or bucket page of 8 KiB, whose keys
+//! and pointers do not repeat) is kept alone instead, in a slot of [`LONE_HEAD_BYTES`] and, past
+//! those, an allocation for the rest, both freed when the page is discarded. In chunks, such a
 //! page shared each chunk with one or two neighbours, and a chunk was freed only when all of them
 //! were: where GC moves meta pages out of their blocks one by one (`lightstore`,
 //! `pink-gcrewrite`), the meta blocks' chunks held half as much again as their pages' encodings.
+//!
+//! A page's entry in its block's page table names the slot its encoding lies in, where it lies
+//! in one (a chunk not trimmed, or the slot of an encoding kept alone that holds all of it), so
+//! that a read goes from the entry straight to the bytes: at PinK's scale each of these steps is
+//! a miss of the host's caches, and the chunk table's was one in five of a GET's misses.
 
 use crate::pool::{Slot, SlotPool};
 
@@ -36,9 +41,16 @@ pub fn chunk_bytes_for(slot_bytes: usize) -> usize {
     CHUNK_BYTES.max(slot_bytes + slot_bytes / 4 + 8)
 }
 
-/// Encodings at least this long are kept alone: their first this many bytes in a slot of their
-/// own, the rest in an allocation of its own.
-pub(crate) const LONE_HEAD_BYTES: usize = 8 << 10;
+/// Encodings at least this long are kept alone: their first [`LONE_HEAD_BYTES`] in a slot of
+/// their own, the rest (if any) in an allocation of its own.
+pub(crate) const LONE_MIN_BYTES: usize = 8 << 10;
+
+/// Bytes of the slot of an encoding kept alone. A meta or bucket page of 8 KiB with a 256-byte
+/// OOB area encodes to 8,208 to 8,223 bytes (every such page of a `pink` and a `hash` Load: the
+/// payload as one literal, the trailer and user OOB bytes, the zeros after them as a run), so
+/// the slot holds all of it and the read needs no second allocation; a slot of 8 KiB and the
+/// tail apart took one more miss a page.
+pub(crate) const LONE_HEAD_BYTES: usize = LONE_MIN_BYTES + 64;
 
 /// Where a page's encoding lies in its block's stream of bytes, or that it was discarded. An
 /// encoding kept alone has [`LONE`] set in its length, and its start is its index in
@@ -47,9 +59,15 @@ pub(crate) const LONE_HEAD_BYTES: usize = 8 << 10;
 struct Extent {
     start: u32,
     length: u32,
+    /// The slot that holds the whole encoding ([`Pools::chunks`]' chunk, or [`Pools::heads`]'
+    /// head for an encoding kept alone), or [`NO_SLOT`] if it lies in two chunks, in a trimmed
+    /// one, or past its head: where [`BlockArena::parts`] finds the bytes without the tables.
+    slot: u32,
 }
 
 const DISCARDED: u32 = u32::MAX;
+/// An extent's slot where none holds the whole encoding.
+const NO_SLOT: u32 = u32::MAX;
 /// The flag of an extent's length that says the encoding is kept alone.
 const LONE: u32 = 1 << 31;
 
@@ -150,22 +168,30 @@ impl BlockArena {
             self.chunk_bytes,
             "the media's pools"
         );
-        if encoding.len() >= LONE_HEAD_BYTES {
-            let (head, tail) = encoding.split_at(LONE_HEAD_BYTES);
+        if encoding.len() >= LONE_MIN_BYTES {
+            let (head, tail) = encoding.split_at(encoding.len().min(LONE_HEAD_BYTES));
             let slot = pools.heads.take();
-            pools.heads.bytes_mut(slot).copy_from_slice(head);
+            pools.heads.bytes_mut(slot)[..head.len()].copy_from_slice(head);
             self.pages.push(Extent {
                 start: self.lone.len() as u32,
                 length: encoding.len() as u32 | LONE,
+                slot: if tail.is_empty() {
+                    slot.number()
+                } else {
+                    NO_SLOT
+                },
             });
             self.lone.push(Some(Lone {
                 head: slot,
                 tail: tail.into(),
             }));
-            self.lone_bytes += encoding.len();
+            self.lone_bytes += LONE_HEAD_BYTES + tail.len();
             return;
         }
         let start = self.end;
+        // The slot that holds the whole encoding, if one does (the last chunk it lies in, once
+        // it is known to be the first too).
+        let mut whole = NO_SLOT;
         let mut rest = encoding;
         while !rest.is_empty() {
             let index = self.end / self.chunk_bytes;
@@ -182,8 +208,15 @@ impl BlockArena {
             });
             let take = rest.len().min(self.chunk_bytes - offset);
             match chunk {
-                Chunk::Slot(slot) => pools.chunks.bytes_mut(*slot)[offset..offset + take]
-                    .copy_from_slice(&rest[..take]),
+                Chunk::Slot(slot) => {
+                    pools.chunks.bytes_mut(*slot)[offset..offset + take]
+                        .copy_from_slice(&rest[..take]);
+                    whole = if take == encoding.len() {
+                        slot.number()
+                    } else {
+                        NO_SLOT
+                    };
+                }
                 Chunk::Trimmed(bytes) => {
                     // Appending after a trim (the block was not full after all): room again.
                     bytes.reserve_exact(self.chunk_bytes - bytes.len());
@@ -198,6 +231,7 @@ impl BlockArena {
         self.pages.push(Extent {
             start: start as u32,
             length: encoding.len() as u32,
+            slot: whole,
         });
     }
 
@@ -215,6 +249,17 @@ impl BlockArena {
         let extent = *self.pages.get(page)?;
         if extent.start == DISCARDED {
             return None;
+        }
+        let length = (extent.length & !LONE) as usize;
+        if extent.slot != NO_SLOT {
+            let slot = Slot::from_number(extent.slot);
+            let bytes = if extent.length & LONE != 0 {
+                pools.heads.bytes(slot).get(..length)?
+            } else {
+                let offset = extent.start as usize % self.chunk_bytes;
+                pools.chunks.bytes(slot).get(offset..offset + length)?
+            };
+            return Some([bytes, &[]]);
         }
         if extent.length & LONE != 0 {
             let lone = self.lone.get(extent.start as usize)?.as_ref()?;
@@ -251,6 +296,19 @@ impl BlockArena {
                     *chunk = Chunk::Trimmed(pools.chunks.bytes(slot)[..holds].to_vec());
                     pools.chunks.give(slot);
                     self.trimmed = Some((index, self.chunk_bytes - holds));
+                    // The pages that lay in the slot, the last ones in chunks, are read from the
+                    // chunk table now.
+                    for extent in self.pages.iter_mut().rev() {
+                        if extent.length & LONE != 0 {
+                            continue;
+                        }
+                        if extent.start != DISCARDED
+                            && (extent.start as usize) < index * self.chunk_bytes
+                        {
+                            break;
+                        }
+                        extent.slot = NO_SLOT;
+                    }
                 }
             }
         }
@@ -271,6 +329,18 @@ impl BlockArena {
         let Some(extent) = self.pages.get(page) else {
             return 0;
         };
+        if extent.start == DISCARDED {
+            return 0;
+        }
+        if extent.slot != NO_SLOT {
+            let slot = Slot::from_number(extent.slot);
+            let pool = if extent.length & LONE != 0 {
+                &pools.heads
+            } else {
+                &pools.chunks
+            };
+            return pool.bytes(slot).as_ptr() as usize;
+        }
         if extent.length & LONE != 0 {
             return self
                 .lone
@@ -342,6 +412,68 @@ impl BlockArena {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// A step of [`every_page_reads_back_as_stored_until_discarded`].
+    #[derive(Debug, Clone)]
+    enum Step {
+        Push(usize),
+        Discard(usize),
+        Trim,
+        Release,
+    }
+
+    fn step() -> impl Strategy<Value = Step> {
+        prop_oneof![
+            4 => (16usize..2_000).prop_map(Step::Push),
+            2 => (LONE_MIN_BYTES - 40..LONE_HEAD_BYTES + 40).prop_map(Step::Push),
+            1 => (9_000usize..CHUNK_BYTES).prop_map(Step::Push),
+            3 => any::<usize>().prop_map(Step::Discard),
+            1 => Just(Step::Trim),
+            1 => Just(Step::Release),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the pushes, discards, trims and erases, every page reads back the bytes
+        /// pushed until it is discarded, whichever way `parts` reaches them (a slot named in
+        /// the page's entry, or the chunk table and the encodings kept alone).
+        #[test]
+        fn every_page_reads_back_as_stored_until_discarded(
+            steps in proptest::collection::vec(step(), 1..120),
+        ) {
+            let mut pools = Pools::new(CHUNK_BYTES);
+            let mut arena = BlockArena::new(CHUNK_BYTES);
+            let mut model: Vec<Option<Vec<u8>>> = Vec::new();
+            for (number, step) in steps.into_iter().enumerate() {
+                match step {
+                    Step::Push(length) => {
+                        let bytes = encoding(number as u8, length);
+                        arena.push(&mut pools, &bytes);
+                        model.push(Some(bytes));
+                    }
+                    Step::Discard(pick) if !model.is_empty() => {
+                        let page = pick % model.len();
+                        prop_assert_eq!(arena.discard(&mut pools, page), model[page].is_some());
+                        model[page] = None;
+                    }
+                    Step::Discard(_) => {}
+                    Step::Trim => arena.trim(&mut pools),
+                    Step::Release => {
+                        arena.release(&mut pools);
+                        model.clear();
+                    }
+                }
+                prop_assert_eq!(arena.len(), model.len());
+                for (page, stored) in model.iter().enumerate() {
+                    let got = arena.parts(&pools, page).map(|[a, b]| [a, b].concat());
+                    prop_assert_eq!(&got, stored, "page {}", page);
+                    let address = arena.chunk_address(&pools, page);
+                    prop_assert_eq!(address != 0, stored.is_some(), "page {}", page);
+                }
+            }
+        }
+    }
 
     fn encoding(seed: u8, length: usize) -> Vec<u8> {
         (0..length).map(|at| seed ^ (at as u8)).collect()
@@ -426,8 +558,9 @@ mod tests {
         assert_eq!(arena.trimmed, None);
     }
 
-    /// Encodings of 8 KiB or more are kept alone: they read back, and discarding one frees
-    /// exactly its bytes whatever its neighbours in the block do.
+    /// Encodings of 8 KiB or more are kept alone: they read back, from their slot alone where it
+    /// holds all of them, and discarding one frees exactly its memory whatever its neighbours in
+    /// the block do.
     #[test]
     fn encodings_of_8_kib_or_more_are_kept_alone_and_freed_alone() {
         let mut pools = Pools::new(CHUNK_BYTES);
@@ -435,11 +568,12 @@ mod tests {
         let lengths = [
             500,
             8226,
-            LONE_HEAD_BYTES,
+            LONE_MIN_BYTES,
             16,
-            LONE_HEAD_BYTES - 1,
+            LONE_MIN_BYTES - 1,
             9000,
             700,
+            LONE_HEAD_BYTES,
         ];
         for (seed, &length) in lengths.iter().enumerate() {
             arena.push(&mut pools, &encoding(seed as u8, length));
@@ -447,25 +581,29 @@ mod tests {
         for (seed, &length) in lengths.iter().enumerate() {
             let got = arena.parts(&pools, seed).map(|[a, b]| [a, b].concat());
             assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
-            let lone = length >= LONE_HEAD_BYTES;
+            let lone = length >= LONE_MIN_BYTES;
             assert_eq!(arena.pages[seed].length & LONE != 0, lone, "page {seed}");
             assert_ne!(arena.chunk_address(&pools, seed), 0, "page {seed}");
+            // Only page 5's encoding goes on past its slot (the others lie in one chunk).
+            let whole = seed != 5;
+            assert_eq!(arena.pages[seed].slot != NO_SLOT, whole, "page {seed}");
         }
-        // Pages 0, 3, 4 and 6 share chunks; 1, 2 and 5 are alone.
-        assert_eq!(arena.lone_bytes, 8226 + LONE_HEAD_BYTES + 9000);
+        // Pages 0, 3, 4 and 6 share chunks; 1, 2, 5 and 7 are alone, 5 with a tail.
+        let tail = 9000 - LONE_HEAD_BYTES;
+        assert_eq!(arena.lone_bytes, 4 * LONE_HEAD_BYTES + tail);
         let held = arena.held_bytes();
         assert!(arena.discard(&mut pools, 1));
-        assert_eq!(arena.held_bytes(), held - 8226);
+        assert_eq!(arena.held_bytes(), held - LONE_HEAD_BYTES as u64);
         assert_eq!(arena.parts(&pools, 1), None);
         assert_eq!(arena.chunk_address(&pools, 1), 0);
         assert!(!arena.discard(&mut pools, 1), "once");
         assert!(arena.discard(&mut pools, 5));
-        assert_eq!(arena.held_bytes(), held - 8226 - 9000);
+        assert_eq!(arena.held_bytes(), held - 9000 - LONE_HEAD_BYTES as u64);
         assert_eq!(
             arena.parts(&pools, 2).map(|[a, b]| [a, b].concat()),
-            Some(encoding(2, LONE_HEAD_BYTES))
+            Some(encoding(2, LONE_MIN_BYTES))
         );
-        for page in [0, 2, 3, 4, 6] {
+        for page in [0, 2, 3, 4, 6, 7] {
             assert!(arena.discard(&mut pools, page));
         }
         assert_eq!(arena.lone_bytes, 0);

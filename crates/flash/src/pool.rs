@@ -20,6 +20,18 @@ const REGION_BYTES: usize = 32 << 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Slot(u32);
 
+impl Slot {
+    /// The slot's number, to keep in a table.
+    pub(crate) fn number(self) -> u32 {
+        self.0
+    }
+
+    /// The slot numbered `number` ([`Slot::number`]).
+    pub(crate) fn from_number(number: u32) -> Slot {
+        Slot(number)
+    }
+}
+
 /// Slots of one size, carved from mappings as needed and reused once freed.
 pub(crate) struct SlotPool {
     slot_bytes: usize,

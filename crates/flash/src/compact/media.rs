@@ -95,8 +95,9 @@ impl CompactMedia {
 
     /// Touches what reads of pages `indices` will touch, in passes that each load one step for
     /// every page, so that the host fetches the pages' steps together rather than one miss after
-    /// another: the block's tables, the page's entry, its chunk's entry, then the cache lines of
-    /// its encoding's first [`PREFETCH_BYTES`]. Changes nothing.
+    /// another: the block's tables, the page's entry, its chunk's entry (read only where the
+    /// page's entry does not name the slot), then the cache lines of its encoding's first
+    /// [`PREFETCH_BYTES`]. Changes nothing.
     pub(crate) fn prefetch(&self, indices: &[u64]) {
         let arenas: Vec<(&BlockArena, usize)> = indices
             .iter()
