@@ -115,10 +115,7 @@ impl SimTarget for DeviceTarget {
     }
 
     fn counters(&self) -> Counters {
-        self.device
-            .stats()
-            .map(|stats| stats.flash)
-            .unwrap_or_default()
+        self.device.flash_counters().unwrap_or_default()
     }
 
     fn dram_bytes(&self) -> BTreeMap<String, u64> {

@@ -16,7 +16,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kvssd_engine::{Engine, SnapshotIter};
-use kvssd_flash::{Flash, SimTime, WriteBehind};
+use kvssd_flash::{Counters, Flash, SimTime, WriteBehind};
 use kvssd_space::{Space, SpaceError};
 
 use crate::{
@@ -636,6 +636,12 @@ impl Device {
     /// measured run there, so it does not inherit the previous one's background work).
     pub fn quiescent_at(&self) -> Result<SimTime> {
         Ok(self.lock()?.space.flash().quiescent_at())
+    }
+
+    /// The flash operations counted so far, by purpose: [`DeviceStats::flash`] alone, for a
+    /// driver that reads them around every request.
+    pub fn flash_counters(&self) -> Result<Counters> {
+        Ok(self.lock()?.space.flash().counters())
     }
 
     /// Device-wide figures.
