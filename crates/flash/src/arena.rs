@@ -20,8 +20,9 @@
 //!
 //! A page's entry in its block's page table names the slot its encoding lies in, where it lies
 //! in one (a chunk not trimmed, or the slot of an encoding kept alone that holds all of it), so
-//! that a read goes from the entry straight to the bytes: at PinK's scale each of these steps is
-//! a miss of the host's caches, and the chunk table's was one in five of a GET's misses.
+//! that a read goes from the entry straight to the bytes, not through the chunk table or the
+//! record of the encoding kept alone: at PinK's scale each such step is a miss of the host's
+//! caches (docs/design.md, "The slot in the page's entry").
 
 use crate::pool::{Slot, SlotPool};
 
