@@ -18,11 +18,11 @@
 //! were: where GC moves meta pages out of their blocks one by one (`lightstore`,
 //! `pink-gcrewrite`), the meta blocks' chunks held half as much again as their pages' encodings.
 //!
-//! A page's entry in its block's page table names the slot its encoding starts in: the head of an
-//! encoding kept alone, or the chunk that holds the whole encoding where one does (not trimmed,
-//! not shared with the next chunk). A read then goes from the entry straight to the bytes, not
-//! through the chunk table or a record of the encoding kept alone: at PinK's scale each such
-//! step is a miss of the host's caches (docs/design.md, "The slot in the page's entry").
+//! A page's entry in its block's page table names the slot its encoding lies in, where it lies
+//! in one (a chunk not trimmed, or the slot of an encoding kept alone that holds all of it), so
+//! that a read goes from the entry straight to the bytes, not through the chunk table or the
+//! record of the encoding kept alone: at PinK's scale each such step is a miss of the host's
+//! caches (docs/design.md, "The slot in the page's entry").
 
 use crate::pool::{Slot, SlotPool};
 
@@ -55,20 +55,19 @@ pub(crate) const LONE_HEAD_BYTES: usize = LONE_MIN_BYTES + 64;
 
 /// Where a page's encoding lies in its block's stream of bytes, or that it was discarded. An
 /// encoding kept alone has [`LONE`] set in its length, and its start is its index in
-/// [`BlockArena::tails`].
+/// [`BlockArena::lone`].
 #[derive(Debug, Clone, Copy)]
 struct Extent {
     start: u32,
     length: u32,
-    /// For an encoding kept alone, its head's slot in [`Pools::heads`]. Otherwise the chunk's
-    /// slot in [`Pools::chunks`] if one holds the whole encoding, or [`NO_SLOT`] if it lies in
-    /// two chunks or in a trimmed one: where [`BlockArena::parts`] finds the bytes without the
-    /// chunk table.
+    /// The slot that holds the whole encoding ([`Pools::chunks`]' chunk, or [`Pools::heads`]'
+    /// head for an encoding kept alone), or [`NO_SLOT`] if it lies in two chunks, in a trimmed
+    /// one, or past its head: where [`BlockArena::parts`] finds the bytes without the tables.
     slot: u32,
 }
 
 const DISCARDED: u32 = u32::MAX;
-/// An extent's slot where no chunk's slot holds the whole encoding.
+/// An extent's slot where none holds the whole encoding.
 const NO_SLOT: u32 = u32::MAX;
 /// The flag of an extent's length that says the encoding is kept alone.
 const LONE: u32 = 1 << 31;
@@ -98,6 +97,12 @@ enum Chunk {
     Trimmed(Vec<u8>),
 }
 
+/// An encoding kept alone: its first [`LONE_HEAD_BYTES`] in a slot, and the rest.
+struct Lone {
+    head: Slot,
+    tail: Box<[u8]>,
+}
+
 /// The encodings of one block's programmed pages, in order. Its chunks and heads are slots of
 /// the media's [`Pools`], which every call that reads or changes them is given;
 /// [`BlockArena::release`] returns them.
@@ -111,9 +116,8 @@ pub(crate) struct BlockArena {
     end: usize,
     /// Chunks held now.
     held_chunks: usize,
-    /// The bytes past [`LONE_HEAD_BYTES`] of each encoding kept alone (mostly none), in the
-    /// order they were appended (emptied once discarded); the heads' slots are in the extents.
-    tails: Vec<Box<[u8]>>,
+    /// Encodings kept alone, in the order they were appended (`None` once discarded).
+    lone: Vec<Option<Lone>>,
     /// Bytes of the encodings kept alone now.
     lone_bytes: usize,
     /// The chunk [`BlockArena::trim`] cut to what it holds, and the bytes it cut, while that
@@ -132,7 +136,7 @@ impl BlockArena {
             live: Vec::new(),
             end: 0,
             held_chunks: 0,
-            tails: Vec::new(),
+            lone: Vec::new(),
             lone_bytes: 0,
             trimmed: None,
         }
@@ -150,7 +154,7 @@ impl BlockArena {
         let tables = self.pages.capacity() * std::mem::size_of::<Extent>()
             + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
             + self.live.capacity() * std::mem::size_of::<u32>()
-            + self.tails.capacity() * std::mem::size_of::<Box<[u8]>>();
+            + self.lone.capacity() * std::mem::size_of::<Option<Lone>>();
         (chunks + self.lone_bytes + tables) as u64
     }
 
@@ -170,11 +174,18 @@ impl BlockArena {
             let slot = pools.heads.take();
             pools.heads.bytes_mut(slot)[..head.len()].copy_from_slice(head);
             self.pages.push(Extent {
-                start: self.tails.len() as u32,
+                start: self.lone.len() as u32,
                 length: encoding.len() as u32 | LONE,
-                slot: slot.number(),
+                slot: if tail.is_empty() {
+                    slot.number()
+                } else {
+                    NO_SLOT
+                },
             });
-            self.tails.push(tail.into());
+            self.lone.push(Some(Lone {
+                head: slot,
+                tail: tail.into(),
+            }));
             self.lone_bytes += LONE_HEAD_BYTES + tail.len();
             return;
         }
@@ -241,17 +252,19 @@ impl BlockArena {
             return None;
         }
         let length = (extent.length & !LONE) as usize;
-        if extent.length & LONE != 0 {
-            let head = pools.heads.bytes(Slot::from_number(extent.slot));
-            if length <= LONE_HEAD_BYTES {
-                return Some([head.get(..length)?, &[]]);
-            }
-            return Some([head, self.tails.get(extent.start as usize)?]);
-        }
         if extent.slot != NO_SLOT {
-            let offset = extent.start as usize % self.chunk_bytes;
-            let bytes = pools.chunks.bytes(Slot::from_number(extent.slot));
-            return Some([bytes.get(offset..offset + length)?, &[]]);
+            let slot = Slot::from_number(extent.slot);
+            let bytes = if extent.length & LONE != 0 {
+                pools.heads.bytes(slot).get(..length)?
+            } else {
+                let offset = extent.start as usize % self.chunk_bytes;
+                pools.chunks.bytes(slot).get(offset..offset + length)?
+            };
+            return Some([bytes, &[]]);
+        }
+        if extent.length & LONE != 0 {
+            let lone = self.lone.get(extent.start as usize)?.as_ref()?;
+            return Some([pools.heads.bytes(lone.head), &lone.tail]);
         }
         let (start, end) = (
             extent.start as usize,
@@ -320,12 +333,21 @@ impl BlockArena {
         if extent.start == DISCARDED {
             return 0;
         }
-        let slot = Slot::from_number(extent.slot);
-        if extent.length & LONE != 0 {
-            return pools.heads.bytes(slot).as_ptr() as usize;
-        }
         if extent.slot != NO_SLOT {
-            return pools.chunks.bytes(slot).as_ptr() as usize;
+            let slot = Slot::from_number(extent.slot);
+            let pool = if extent.length & LONE != 0 {
+                &pools.heads
+            } else {
+                &pools.chunks
+            };
+            return pool.bytes(slot).as_ptr() as usize;
+        }
+        if extent.length & LONE != 0 {
+            return self
+                .lone
+                .get(extent.start as usize)
+                .and_then(Option::as_ref)
+                .map_or(0, |lone| pools.heads.bytes(lone.head).as_ptr() as usize);
         }
         self.chunk(pools, extent.start as usize / self.chunk_bytes)
             .map_or(0, |chunk| chunk.as_ptr() as usize)
@@ -341,13 +363,14 @@ impl BlockArena {
             return false;
         }
         if extent.length & LONE != 0 {
-            let tail = self
-                .tails
+            if let Some(lone) = self
+                .lone
                 .get_mut(extent.start as usize)
-                .map(std::mem::take)
-                .unwrap_or_default();
-            self.lone_bytes -= LONE_HEAD_BYTES + tail.len();
-            pools.heads.give(Slot::from_number(extent.slot));
+                .and_then(Option::take)
+            {
+                self.lone_bytes -= LONE_HEAD_BYTES + lone.tail.len();
+                pools.heads.give(lone.head);
+            }
             extent.start = DISCARDED;
             return true;
         }
@@ -380,10 +403,8 @@ impl BlockArena {
                 pools.chunks.give(slot);
             }
         }
-        for extent in &self.pages {
-            if extent.length & LONE != 0 && extent.start != DISCARDED {
-                pools.heads.give(Slot::from_number(extent.slot));
-            }
+        for lone in self.lone.drain(..).flatten() {
+            pools.heads.give(lone.head);
         }
         *self = BlockArena::new(self.chunk_bytes);
     }
@@ -564,8 +585,9 @@ mod tests {
             let lone = length >= LONE_MIN_BYTES;
             assert_eq!(arena.pages[seed].length & LONE != 0, lone, "page {seed}");
             assert_ne!(arena.chunk_address(&pools, seed), 0, "page {seed}");
-            // Every page names its slot: none lies in two chunks.
-            assert_ne!(arena.pages[seed].slot, NO_SLOT, "page {seed}");
+            // Only page 5's encoding goes on past its slot (the others lie in one chunk).
+            let whole = seed != 5;
+            assert_eq!(arena.pages[seed].slot != NO_SLOT, whole, "page {seed}");
         }
         // Pages 0, 3, 4 and 6 share chunks; 1, 2, 5 and 7 are alone, 5 with a tail.
         let tail = 9000 - LONE_HEAD_BYTES;
