@@ -201,32 +201,16 @@ impl Calendar {
     /// at most (operations of other clients queued on the same resource), while a calendar
     /// keeps thousands: the search gallops back from the end (1, 2, 4, ... bookings back) and
     /// then halves the last stride, so that it reads the recent bookings, which the host keeps
-    /// in its cache, rather than halving the whole calendar from its middle, a miss a step.
+    /// in its cache, rather than halving the whole calendar from its middle, a miss a step. It
+    /// searches the deque's two slices in turn, the later first, rather than indexing the
+    /// deque, which wraps every index.
     fn partition_point(&self, before: impl Fn(&(SimTime, SimTime)) -> bool) -> usize {
-        // Every booking from `high` on is not before.
-        let mut high = self.booked.len();
-        let mut stride = 1;
-        let mut low = loop {
-            if high == 0 {
-                return 0;
-            }
-            let probe = high.saturating_sub(stride);
-            if before(&self.booked[probe]) {
-                break probe + 1;
-            }
-            high = probe;
-            stride *= 2;
-        };
-        // The first booking not before lies in `low..=high`.
-        while low < high {
-            let middle = low + (high - low) / 2;
-            if before(&self.booked[middle]) {
-                low = middle + 1;
-            } else {
-                high = middle;
-            }
+        let (front, back) = self.booked.as_slices();
+        let in_back = gallop_back(back, &before);
+        if in_back > 0 || front.is_empty() {
+            return front.len() + in_back;
         }
-        low
+        gallop_back(front, &before)
     }
 
     /// The earliest start at or after `ready` of a free interval `duration` long.
@@ -328,6 +312,30 @@ impl Calendar {
     pub(crate) fn busy_until(&self) -> SimTime {
         self.booked.back().map_or(0, |&(_, end)| end)
     }
+}
+
+/// The index of the first of `bookings` for which `before` is false (`before` holds of a
+/// prefix), found by galloping back from the end and halving the last stride
+/// ([`Calendar::partition_point`]).
+fn gallop_back(
+    bookings: &[(SimTime, SimTime)],
+    before: &impl Fn(&(SimTime, SimTime)) -> bool,
+) -> usize {
+    // Every booking from `high` on is not before.
+    let mut high = bookings.len();
+    let mut stride = 1;
+    let low = loop {
+        let Some(probe) = high.checked_sub(stride) else {
+            break 0;
+        };
+        if before(&bookings[probe]) {
+            break probe + 1;
+        }
+        high = probe;
+        stride *= 2;
+    };
+    // The first booking not before lies in `low..=high`.
+    low + bookings[low..high].partition_point(before)
 }
 
 impl Timeline {
@@ -677,12 +685,22 @@ mod tests {
 
     #[test]
     fn timing_calendar_search_finds_every_boundary() {
-        // Calendars of every length up to 70 bookings, asked about every time around them:
-        // the galloping search answers as a search of the whole calendar does.
-        for length in 0..70u64 {
-            let calendar = Calendar {
-                booked: (0..length).map(|at| (10 * at, 10 * at + 5)).collect(),
-            };
+        // Calendars of every length up to 70 bookings, their deques wrapped at every point (the
+        // first `split` bookings pushed at the front), asked about every time around them: the
+        // galloping search answers as a search of the whole calendar does.
+        for (length, split) in (0..70u64).flat_map(|length| (0..=length).map(move |s| (length, s)))
+        {
+            let booking = |at: u64| (10 * at, 10 * at + 5);
+            let mut booked = std::collections::VecDeque::with_capacity(length as usize);
+            booked.extend((split..length).map(booking));
+            for at in (0..split).rev() {
+                booked.push_front(booking(at));
+            }
+            assert_eq!(
+                booked.as_slices().1.is_empty(),
+                split == 0 || split == length
+            );
+            let calendar = Calendar { booked };
             for at in 0..=10 * length + 10 {
                 let ends = |&(_, end): &(SimTime, SimTime)| end <= at;
                 let starts = |&(start, _): &(SimTime, SimTime)| start < at;
