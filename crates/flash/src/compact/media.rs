@@ -107,11 +107,12 @@ impl CompactMedia {
         pages.parts(&self.pools, page).ok_or(Unreadable::Discarded)
     }
 
-    /// Touches what reads of pages `indices` will touch, in passes that each load one step for
+    /// Touches what reads of pages `indices` will touch, in passes that each take one step for
     /// every page, so that the host fetches the pages' steps together rather than one miss after
-    /// another: the block's tables, the page's entry, its chunk's entry (read only where the
-    /// page's entry does not name the slot), then the cache lines of its encoding's first
-    /// [`PREFETCH_BYTES`]. Changes nothing.
+    /// another: loads of the block's tables, the page's entry and its chunk's entry (read only
+    /// where the page's entry does not name the slot), whose values give the next addresses,
+    /// then prefetches of the cache lines of its encoding's first [`PREFETCH_BYTES`]
+    /// ([`fetch_line`]). Changes nothing.
     pub(crate) fn prefetch(&self, indices: &[u64]) {
         let arenas: Vec<(&BlockArena, usize)> = indices
             .iter()
