@@ -510,6 +510,46 @@ mod tests {
         }
 
         #[test]
+        fn a_literal_byte_found_is_the_slot_byte(
+            seed in 0u64..1_000,
+            offsets in proptest::collection::vec(0usize..8_448, 1..40),
+            dense in any::<bool>(),
+        ) {
+            // Records (literals between runs), or a page of bytes that repeat nothing with a
+            // zero tail, encoded as a bucket page is.
+            let mut slot = records_page(seed, 8_448);
+            if dense {
+                let end = 8_448 - (seed as usize * 7) % 2_000;
+                for (index, byte) in slot.iter_mut().enumerate() {
+                    *byte = if index < end {
+                        ((seed + index as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 56) as u8
+                    } else {
+                        0
+                    };
+                }
+            }
+            let mut encoded = Vec::new();
+            if dense {
+                encode_dense(&slot, &mut encoded);
+            } else {
+                encode(&slot, &mut encoded);
+            }
+            let cut = (seed as usize * 53) % encoded.len().max(1);
+            let pieces = [&encoded[..cut], &encoded[cut..]];
+            let mut reader = SpanReader::new(pieces);
+            for offset in offsets {
+                let byte = reader.literal_at(offset).expect("decodes");
+                if let Some(&byte) = byte {
+                    prop_assert_eq!(byte, slot[offset], "offset {}", offset);
+                }
+                // A dense page keeps every byte before its zero tail in its one literal.
+                if dense && slot[offset..].iter().any(|&byte| byte != 0) {
+                    prop_assert!(byte.is_some(), "offset {} of a dense page", offset);
+                }
+            }
+        }
+
+        #[test]
         fn a_reader_reads_a_record_in_pieces_as_one_span(
             seed in 0u64..1_000,
             offset in 0usize..8_000,

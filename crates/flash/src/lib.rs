@@ -40,6 +40,7 @@ mod geometry;
 mod index_cache;
 mod media;
 mod pool;
+pub mod prefetch;
 mod profile;
 mod retry;
 pub mod timing;

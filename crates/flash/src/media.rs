@@ -118,6 +118,14 @@ impl Media {
         }
     }
 
+    /// [`Media::prefetch`] for reads of a few bytes of each page (compact media:
+    /// [`crate::compact::CompactMedia::prefetch_spans`]). Changes nothing.
+    pub(crate) fn prefetch_spans(&self, spans: &[(u64, usize, usize)]) {
+        if let Media::Compact(compact) = self {
+            compact.prefetch_spans(spans);
+        }
+    }
+
     /// Stores page `index`'s payload and OOB area; on file media with write-behind on and
     /// `behind_allowed`, queues them ([`WriteBehind`]). Compact media look for no runs in a
     /// `dense` page ([`crate::Flash::program_dense`]).

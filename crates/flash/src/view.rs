@@ -146,4 +146,26 @@ impl Flash {
             .collect();
         self.media().prefetch(&indices);
     }
+
+    /// [`Flash::prefetch`] for reads of a few payload bytes of each page: for each `(page,
+    /// offset, length)` of `spans`, the head of the page's encoding and then where payload bytes
+    /// `offset..offset + length` lie in it, rather than the encoding's first KiB. The same
+    /// guarantees; spans past the page are skipped too.
+    pub fn prefetch_spans(&self, spans: &[(PageAddress, usize, usize)]) {
+        let page_bytes = self.geometry().page_bytes as usize;
+        let oob_bytes = self.geometry().oob_bytes as usize;
+        let spans: Vec<(u64, usize, usize)> = spans
+            .iter()
+            .filter(|&&(page, offset, length)| {
+                offset
+                    .checked_add(length)
+                    .is_some_and(|end| end <= page_bytes)
+                    && self.readable_slot(page).is_ok()
+            })
+            .map(|&(page, offset, length)| {
+                (self.geometry().page_index(page), oob_bytes + offset, length)
+            })
+            .collect();
+        self.media().prefetch_spans(&spans);
+    }
 }

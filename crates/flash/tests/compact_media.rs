@@ -76,6 +76,10 @@ enum Step {
     Prefetch {
         pages: Vec<(u32, u32)>,
     },
+    /// Spans of pages of the compact media only, as [`Step::Prefetch`], some past the page.
+    PrefetchSpans {
+        spans: Vec<(u32, u32, usize, usize)>,
+    },
     /// A look at a page's bytes as they are, for hints: the programmed bytes on compact media,
     /// nothing on ram media, and nothing counted or timed on either.
     Peek {
@@ -98,6 +102,8 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0u32..6, 0u32..8).prop_map(|(block, page)| Step::Discard { block, page }),
         1 => proptest::collection::vec((0u32..64, 0u32..12), 0..6)
             .prop_map(|pages| Step::Prefetch { pages }),
+        1 => proptest::collection::vec((0u32..64, 0u32..12, 0usize..600, 0usize..300), 0..6)
+            .prop_map(|spans| Step::PrefetchSpans { spans }),
         2 => (0u32..6, 0u32..10, 0usize..600, 0usize..300).prop_map(|(block, page, offset, length)| {
             Step::Peek { block, page, offset, length }
         }),
@@ -227,6 +233,15 @@ proptest! {
                         .map(|(block, page)| address(block).page(page))
                         .collect();
                     compact.prefetch(&pages);
+                }
+                Step::PrefetchSpans { spans } => {
+                    let spans: Vec<(PageAddress, usize, usize)> = spans
+                        .into_iter()
+                        .map(|(block, page, offset, length)| {
+                            (address(block).page(page), offset, length)
+                        })
+                        .collect();
+                    compact.prefetch_spans(&spans);
                 }
                 Step::Peek { block, page, offset, length } => {
                     let address = address(block).page(page);

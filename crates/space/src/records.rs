@@ -372,6 +372,19 @@ impl Space {
         self.flash.prefetch(&pages);
     }
 
+    /// Warns the host's memory of reads of a few bytes of pages: for each `(page, offset,
+    /// length)`, payload bytes `offset..offset + length` ([`kvssd_flash::Flash::prefetch_spans`]).
+    /// Changes nothing the simulation sees; pages outside the device are skipped.
+    pub fn prefetch_page_spans(&self, spans: impl IntoIterator<Item = (PageIndex, usize, usize)>) {
+        let spans: Vec<(PageAddress, usize, usize)> = spans
+            .into_iter()
+            .filter_map(|(page, offset, length)| {
+                Some((self.page_address(page).ok()?, offset, length))
+            })
+            .collect();
+        self.flash.prefetch_spans(&spans);
+    }
+
     /// Payload bytes of page `page` as they are now, with no time, counter or rule
     /// ([`kvssd_flash::Flash::peek`]): for a hint about what a reader will need next, never for
     /// what the simulation serves. Returns whether `out` was filled.

@@ -270,6 +270,26 @@ impl<'a> SpanReader<'a> {
         }
     }
 
+    /// Where the encoding keeps slot byte `offset` as it is: in a literal, its byte there;
+    /// `None` in a run (whose bytes the operation's header gives).
+    pub(crate) fn literal_at(&mut self, offset: usize) -> Result<Option<&'a u8>, Malformed> {
+        if offset < self.start {
+            *self = SpanReader::new(self.encoded);
+        }
+        while self.end <= offset {
+            self.advance()?;
+        }
+        Ok(match self.operation {
+            Operation::Literal([first, second]) => {
+                let at = offset - self.start;
+                first
+                    .get(at)
+                    .or_else(|| second.get(at.saturating_sub(first.len())))
+            }
+            Operation::Pattern(_) | Operation::Fill(_) => None,
+        })
+    }
+
     /// Copies the part of `offset..offset + out.len()` the current operation covers.
     fn copy_overlap(&self, offset: usize, out: &mut [u8]) -> Result<(), Malformed> {
         let (from, to) = (self.start.max(offset), self.end.min(offset + out.len()));

@@ -1,29 +1,18 @@
 //! The compact media themselves: each block's page encodings ([`super::encode`]) in a
 //! [`BlockArena`], read back whole or in spans, freed on discard and erase.
 
-use super::{decode_into, encode, encode_dense, Malformed};
+use super::{decode_into, encode, encode_dense, Malformed, SpanReader};
 use crate::arena::{chunk_bytes_for, BlockArena, Pools};
 use crate::{Geometry, PageAddress};
 
-/// The host's cache line, the step of [`CompactMedia::prefetch`]'s touches.
-const CACHE_LINE_BYTES: usize = 64;
-/// Bytes of each encoding [`CompactMedia::prefetch`] touches at most: a page of records encodes
+use crate::prefetch::{line as fetch_line, LINE_BYTES as CACHE_LINE_BYTES};
+
+/// Bytes of each encoding [`CompactMedia::prefetch`] fetches at most: a page of records encodes
 /// to about 525.
 const PREFETCH_BYTES: usize = 1024;
-
-/// Asks the host to bring the cache line holding `byte` into its caches: a prefetch, which the
-/// processor does not wait for, where it has one (a load that misses holds up every instruction
-/// after it from retiring, so a pass of touches waits for its slowest line).
-#[cfg(target_arch = "x86_64")]
-fn fetch_line(byte: &u8, _sum: &mut usize) {
-    safe_arch::prefetch_t0(byte);
-}
-
-/// Touches the cache line holding `byte`, adding it to `sum` so that the load is kept.
-#[cfg(not(target_arch = "x86_64"))]
-fn fetch_line(byte: &u8, sum: &mut usize) {
-    *sum = sum.wrapping_add(usize::from(*byte));
-}
+/// Bytes of each encoding's head [`CompactMedia::prefetch_spans`] fetches before the spans: the
+/// OOB area's operations, the payload's first header and the page's own header.
+const SPAN_HEAD_BYTES: usize = 128;
 
 /// Pages in memory in the encoding above, each block's packed end to end in chunks
 /// ([`crate::arena`]): no allocation a page, and a chunk freed once every page in it is discarded.
@@ -114,6 +103,37 @@ impl CompactMedia {
     /// then prefetches of the cache lines of its encoding's first [`PREFETCH_BYTES`]
     /// ([`fetch_line`]). Changes nothing.
     pub(crate) fn prefetch(&self, indices: &[u64]) {
+        self.prefetch_heads(indices, PREFETCH_BYTES);
+    }
+
+    /// [`CompactMedia::prefetch`] for reads of a few bytes of each page: for each `(index, from,
+    /// length)` of `spans`, the head of the page's encoding ([`SPAN_HEAD_BYTES`]), then, a pass
+    /// later, the lines that hold the slot's bytes `from..from + length` (where they lie in a
+    /// literal; a run's bytes are in the operation's header). A `hash` probe reads its bucket
+    /// page's header and a few slots anywhere in 8 KiB: the first KiB would fetch lines it does
+    /// not read and miss the ones it does. Changes nothing.
+    pub(crate) fn prefetch_spans(&self, spans: &[(u64, usize, usize)]) {
+        let indices: Vec<u64> = spans.iter().map(|&(index, _, _)| index).collect();
+        self.prefetch_heads(&indices, SPAN_HEAD_BYTES);
+        for &(index, from, length) in spans {
+            let Ok(parts) = self.encoded(index) else {
+                continue;
+            };
+            let mut reader = SpanReader::new(parts);
+            let last = from + length.max(1) - 1;
+            let offsets = (from..=last).step_by(CACHE_LINE_BYTES).chain([last]);
+            for offset in offsets {
+                match reader.literal_at(offset) {
+                    Ok(Some(byte)) => fetch_line(byte),
+                    Ok(None) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    /// The passes of [`CompactMedia::prefetch`], fetching each encoding's first `bytes`.
+    fn prefetch_heads(&self, indices: &[u64], bytes: usize) {
         let arenas: Vec<(&BlockArena, usize)> = indices
             .iter()
             .filter_map(|&index| {
@@ -131,18 +151,18 @@ impl CompactMedia {
         for (arena, page) in &arenas {
             sum = sum.wrapping_add(arena.chunk_address(&self.pools, *page));
         }
+        std::hint::black_box(sum);
         for (arena, page) in &arenas {
             // The lines a read starts with: a page of records whole, a bucket or meta page's
             // head (a copy of the rest streams behind it).
-            let mut left = PREFETCH_BYTES;
+            let mut left = bytes;
             for part in arena.parts(&self.pools, *page).into_iter().flatten() {
                 for byte in part.iter().take(left).step_by(CACHE_LINE_BYTES) {
-                    fetch_line(byte, &mut sum);
+                    fetch_line(byte);
                 }
                 left = left.saturating_sub(part.len());
             }
         }
-        std::hint::black_box(sum);
     }
 
     /// Stores page `index`, the next page of its block (the flash layer checked the order), its
