@@ -157,12 +157,13 @@ impl HashIndex {
         Ok((value, self.charge(space, t)))
     }
 
-    /// Warns the host's memory of GETs of `keys` about to be made. The bucket pages they will
-    /// read from flash are touched together ([`Space::prefetch_pages`]), then the first slots of
-    /// each key's probe window are looked at where they lie now, and the records whose slots
-    /// match are touched together ([`Space::prefetch_records`]): two rounds of misses of host
-    /// memory for the batch rather than a chain of them for each GET. Changes nothing the
-    /// simulation sees: no time, counter, cache or state.
+    /// Warns the host's memory of GETs of `keys` about to be made. Where each key's bucket page
+    /// is (its cache and directory entries) is asked for first, then the heads of the bucket
+    /// pages they will read from flash and the lines of the first slots of each key's probe
+    /// window ([`Space::prefetch_page_spans`]); those slots are then looked at where they lie,
+    /// and the records whose slots match are fetched together ([`Space::prefetch_records`]):
+    /// a few rounds of misses of host memory for the batch rather than a chain of them for each
+    /// GET. Changes nothing the simulation sees: no time, counter, cache or state.
     pub fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) {
         /// Slots of each window looked at: a probe usually stops within a few.
         const PEEK_SLOTS: usize = 4;
@@ -179,22 +180,33 @@ impl HashIndex {
         let total = self.table.total_slots();
         let bits = self.config.signature_bits;
         let width = bucket::slot_bytes(bits);
-        let starts: Vec<Start> = keys
+        let mut starts: Vec<Start> = keys
             .iter()
             .filter_map(|key| {
                 let hash = self.key_hash(key);
                 let home = bucket::home_slot(hash, total);
                 let &(page, slot, slots) = self.table.window(home, self.probe_slots).first()?;
+                self.table.prefetch_page_state(page);
                 Some(Start {
                     page,
                     slot,
                     slots: slots.min(PEEK_SLOTS),
                     signature: bucket::signature(hash, bits),
-                    on_flash: self.table.page_to_read(page),
+                    on_flash: None,
                 })
             })
             .collect();
-        space.prefetch_pages(starts.iter().filter_map(|start| start.on_flash));
+        for start in &mut starts {
+            start.on_flash = self.table.page_to_read(start.page);
+        }
+        space.prefetch_page_spans(starts.iter().filter_map(|start| {
+            let page = start.on_flash?;
+            Some((
+                page,
+                bucket::HEADER_BYTES + start.slot * width,
+                start.slots * width,
+            ))
+        }));
         let mut peeked = [0u8; PEEK_SLOTS * SLOT_BYTES_MAX];
         let mut pointers = Vec::with_capacity(starts.len());
         for start in &starts {

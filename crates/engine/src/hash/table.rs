@@ -167,6 +167,23 @@ impl Table {
         (total > 0 && self.slots_per_page > 0).then(|| (home % total) / self.slots_per_page as u64)
     }
 
+    /// Asks the host for what [`Table::page_to_read`] of `page` will look at (its cache entry and
+    /// its directory entry), so that a batch's lookups find them together. Changes nothing.
+    pub(crate) fn prefetch_page_state(&self, page: u64) {
+        if let Storage::Flash {
+            directory, cache, ..
+        } = &self.storage
+        {
+            cache.prefetch(page);
+            if let Some(entry) = usize::try_from(page)
+                .ok()
+                .and_then(|page| directory.get(page))
+            {
+                kvssd_flash::prefetch::line(entry);
+            }
+        }
+    }
+
     /// The flash page whose bytes a use of bucket page `page` would look at now: the page it
     /// would read if it is not cached, or the one its slots are read in if it is cached in place.
     /// `None` if its bytes are in the cache, it was never written, or it lies outside the table.

@@ -64,6 +64,16 @@ impl PageCache {
         Some(&entry.page)
     }
 
+    /// Asks the host for `page`'s entry ([`kvssd_flash::prefetch::line`]). Changes nothing.
+    pub(super) fn prefetch(&self, page: u64) {
+        if let Some(entry) = usize::try_from(page)
+            .ok()
+            .and_then(|page| self.entries.get(page))
+        {
+            kvssd_flash::prefetch::line(entry);
+        }
+    }
+
     pub(super) fn get_mut(&mut self, page: u64) -> Option<&mut CachedPage> {
         let entry = self
             .entries
