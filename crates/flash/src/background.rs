@@ -431,22 +431,29 @@ impl Background {
 
     /// When job `id` finished, if it has.
     fn done_at(&self, id: JobId) -> Option<SimTime> {
-        if id >= self.next_id {
+        // A job leaves its lane as it finishes, so a queued one is not among the finished.
+        if id >= self.next_id || self.is_queued(id) {
             return None;
         }
-        if let Some(&at) = self.finished_at.get(&id) {
-            return Some(at);
-        }
-        // Not queued and not among the recent ones: it finished long ago.
-        (!self.is_queued(id)).then_some(0)
+        // Among the recent ones, or it finished long ago.
+        Some(self.finished_at.get(&id).copied().unwrap_or(0))
     }
 
     /// Whether job `id` is queued on a lane, not yet finished.
     fn is_queued(&self, id: JobId) -> bool {
-        // Each lane queues its jobs in the order they were recorded, so by increasing id.
-        self.lanes
-            .iter()
-            .any(|lane| lane.jobs.binary_search_by_key(&id, |job| job.id).is_ok())
+        // Each lane queues its jobs in the order they were recorded, so by increasing id: only a
+        // lane whose first and last jobs bound `id` is searched, and its first job is looked at
+        // before the search (a search's probes each read a job of its own, and GETs ask about
+        // the oldest flush still running, its lane's first job, while it runs).
+        self.lanes.iter().any(|lane| {
+            let jobs = &lane.jobs;
+            match (jobs.front(), jobs.back()) {
+                (Some(first), Some(last)) if first.id <= id && id <= last.id => {
+                    first.id == id || jobs.binary_search_by_key(&id, |job| job.id).is_ok()
+                }
+                _ => false,
+            }
+        })
     }
 
     /// Whether this timeline can say when job `id` ends: it is queued, or finished recently enough

@@ -124,3 +124,39 @@ fn background_interchangeable_model_books_the_whole_job_at_once() {
         "reads wait behind the whole job here ({worst} ns against a bound of {bound} ns)"
     );
 }
+
+#[test]
+fn background_jobs_queued_behind_the_first_of_their_lane_are_not_done() {
+    let (mut flash, _) = flash(ControllerModel::Threads);
+    let start = 1_000_000;
+    flash.advance_clock(start);
+    let geometry = *flash.geometry();
+    let data = vec![3u8; geometry.page_bytes as usize];
+    // Three jobs on one lane, each programming a block of die 0 (so each waits for the last).
+    let jobs: Vec<kvssd_flash::JobId> = (1..=3)
+        .map(|block| {
+            flash.begin_background(start, Lane::Compaction);
+            for page in 0..geometry.pages_per_block {
+                let address = BlockAddress { die: 0, block }.page(page);
+                flash
+                    .program(start, address, Purpose::Compaction, &data, &[])
+                    .expect("program");
+            }
+            flash.end_background().expect("the job asked for work")
+        })
+        .collect();
+    // The lane's first job and the two behind it are all still queued.
+    for &job in &jobs {
+        assert_eq!(flash.job_done_at(job, start), None, "job {job:?}");
+    }
+    // Long after, every one has finished, in the order the lane ran them.
+    flash.advance_clock(10_000_000_000);
+    let done: Vec<SimTime> = jobs
+        .iter()
+        .map(|&job| flash.job_done_at(job, 10_000_000_000).expect("finished"))
+        .collect();
+    assert!(
+        done[0] > start && done[0] < done[1] && done[1] < done[2],
+        "{done:?}"
+    );
+}
