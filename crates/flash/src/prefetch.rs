@@ -15,16 +15,3 @@ pub fn line<T>(item: &T) {
 
 /// Bytes of a cache line on the processors this project runs on.
 pub const LINE_BYTES: usize = 64;
-
-/// Asks for every cache line `items` lie on ([`line`]), first to last.
-#[inline]
-pub fn lines<T>(items: &[T]) {
-    let size = std::mem::size_of::<T>().max(1);
-    let step = (LINE_BYTES / size).max(1);
-    for item in items.iter().step_by(step) {
-        line(item);
-    }
-    if let Some(last) = items.last() {
-        line(last);
-    }
-}

@@ -5,7 +5,7 @@ use super::{decode_into, encode, encode_dense, Malformed, SpanReader};
 use crate::arena::{chunk_bytes_for, BlockArena, Pools};
 use crate::{Geometry, PageAddress};
 
-use crate::prefetch::{line as fetch_line, LINE_BYTES as CACHE_LINE_BYTES};
+use crate::prefetch;
 
 /// Bytes of each encoding [`CompactMedia::prefetch`] fetches at most: a page of records encodes
 /// to about 525.
@@ -101,7 +101,7 @@ impl CompactMedia {
     /// another: loads of the block's tables, the page's entry and its chunk's entry (read only
     /// where the page's entry does not name the slot), whose values give the next addresses,
     /// then prefetches of the cache lines of its encoding's first [`PREFETCH_BYTES`]
-    /// ([`fetch_line`]). Changes nothing.
+    /// ([`prefetch::line`]). Changes nothing.
     pub(crate) fn prefetch(&self, indices: &[u64]) {
         self.prefetch_heads(indices, PREFETCH_BYTES);
     }
@@ -121,10 +121,10 @@ impl CompactMedia {
             };
             let mut reader = SpanReader::new(parts);
             let last = from + length.max(1) - 1;
-            let offsets = (from..=last).step_by(CACHE_LINE_BYTES).chain([last]);
+            let offsets = (from..=last).step_by(prefetch::LINE_BYTES).chain([last]);
             for offset in offsets {
                 match reader.literal_at(offset) {
-                    Ok(Some(byte)) => fetch_line(byte),
+                    Ok(Some(byte)) => prefetch::line(byte),
                     Ok(None) => {}
                     Err(_) => break,
                 }
@@ -157,8 +157,8 @@ impl CompactMedia {
             // head (a copy of the rest streams behind it).
             let mut left = bytes;
             for part in arena.parts(&self.pools, *page).into_iter().flatten() {
-                for byte in part.iter().take(left).step_by(CACHE_LINE_BYTES) {
-                    fetch_line(byte);
+                for byte in part.iter().take(left).step_by(prefetch::LINE_BYTES) {
+                    prefetch::line(byte);
                 }
                 left = left.saturating_sub(part.len());
             }
