@@ -3,9 +3,7 @@
 
 use super::{decode_into, encode, encode_dense, Malformed, SpanReader};
 use crate::arena::{chunk_bytes_for, BlockArena, Pools};
-use crate::{Geometry, PageAddress};
-
-use crate::prefetch;
+use crate::{prefetch, Geometry, PageAddress};
 
 /// Bytes of each encoding [`CompactMedia::prefetch`] fetches at most: a page of records encodes
 /// to about 525.
