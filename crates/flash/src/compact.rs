@@ -538,6 +538,11 @@ mod tests {
             let pieces = [&encoded[..cut], &encoded[cut..]];
             let mut reader = SpanReader::new(pieces);
             for offset in offsets {
+                let rest = reader.literal_from(offset).expect("decodes");
+                if let Some(rest) = rest {
+                    prop_assert!(!rest.is_empty());
+                    prop_assert_eq!(rest, &slot[offset..offset + rest.len()]);
+                }
                 let byte = reader.literal_at(offset).expect("decodes");
                 if let Some(&byte) = byte {
                     prop_assert_eq!(byte, slot[offset], "offset {}", offset);

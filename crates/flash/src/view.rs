@@ -1,8 +1,9 @@
 //! Reading parts of a page: [`Flash::read_parts`] reads a page once, with the time, counters and
-//! rules of [`Flash::read`], and lets the caller copy out only the byte ranges it needs. On
-//! compact media with nothing to verify, only those ranges are decoded (a GET's one record of a
-//! page of eight costs an eighth of the page), and a copy that starts at or after where the last
-//! one ended goes on from there; otherwise the whole page is read and the ranges are copied from it.
+//! rules of [`Flash::read`], and lets the caller copy out only the byte ranges it needs, or read
+//! them where they lie ([`PageView::in_place`]). On compact media with nothing to verify, only
+//! those ranges are decoded (a GET's one record of a page of eight costs an eighth of the page),
+//! and a copy that starts at or after where the last one ended goes on from there; otherwise the
+//! whole page is read and the ranges are copied from it.
 //! [`Flash::prefetch`] touches the pages a reader of many is about to read, for the host's speed
 //! alone.
 
@@ -27,13 +28,49 @@ enum Bytes<'a> {
     Encoded(Cell<SpanReader<'a>>, usize),
 }
 
-impl PageView<'_> {
+impl<'a> PageView<'a> {
     /// The whole payload, when the read copied it (media other than compact, or a page with
     /// something to verify); `None` when ranges are decoded from where the page lies.
     pub fn whole(&self) -> Option<&[u8]> {
         match self.bytes {
             Bytes::Whole(whole) => Some(whole),
             Bytes::Encoded(..) => None,
+        }
+    }
+
+    /// Bytes of the page's payload.
+    pub fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    /// Payload bytes from `offset` on, as far as they lie together in host memory, to be read
+    /// where they are: the rest of the payload when the read copied it whole; on compact media,
+    /// the rest of the literal that holds byte `offset` (of a dense page, its payload up to the
+    /// zero bytes at its end), or `None` where a run holds it. Bytes past what it returns are
+    /// read with [`PageView::copy`]. An offset past the page is a [`FlashError::BufferSize`]
+    /// error.
+    pub fn in_place(&self, offset: usize) -> Result<Option<&'a [u8]>> {
+        if offset >= self.page_bytes {
+            return Err(FlashError::BufferSize {
+                what: "range of a page",
+                expected: self.page_bytes,
+                actual: offset,
+            });
+        }
+        match self.bytes {
+            Bytes::Whole(whole) => Ok(whole.get(offset..)),
+            Bytes::Encoded(ref reader, oob_bytes) => {
+                let mut span = reader.get();
+                let found = span.literal_from(oob_bytes + offset);
+                reader.set(span);
+                let end = self.page_bytes - offset;
+                found
+                    .map(|bytes| bytes.map(|bytes| &bytes[..bytes.len().min(end)]))
+                    .map_err(|what| FlashError::MediaMalformed {
+                        page: self.page,
+                        what,
+                    })
+            }
         }
     }
 

@@ -191,6 +191,7 @@ proptest! {
                         (
                             view.copy(offset, &mut first).map(|()| first),
                             view.copy(offset / 3, &mut second).map(|()| second),
+                            view.in_place(offset).map(|bytes| bytes.map(<[u8]>::to_vec)),
                         )
                     };
                     let a = ram.read_parts(at, page, Purpose::UserData, parts);
@@ -204,7 +205,36 @@ proptest! {
                         );
                         continue;
                     }
+                    let split = |read: Result<_, FlashError>| match read {
+                        Ok(((first, second, in_place), read)) => {
+                            (Ok(((first, second), read)), Some(in_place))
+                        }
+                        Err(error) => (Err(error), None),
+                    };
+                    let ((a, in_place_ram), (b, in_place_compact)) = (split(a), split(b));
                     prop_assert_eq!(format!("{a:?}"), format!("{b:?}"));
+                    // What lies in place differs by media (ram media copied the whole payload,
+                    // compact media keep literals): the page's bytes from `offset` on, as far as
+                    // they go, and on ram media all of them.
+                    let page_bytes = geometry.page_bytes as usize;
+                    let data = programmed.get(&(block, page.page));
+                    let views = [("ram", in_place_ram), ("compact", in_place_compact)];
+                    for (media, in_place) in views {
+                        match in_place {
+                            Some(Ok(Some(bytes))) => {
+                                prop_assert!(!bytes.is_empty(), "{} media: none in place", media);
+                                if media == "ram" {
+                                    prop_assert_eq!(bytes.len(), page_bytes - offset);
+                                }
+                                if let Some(data) = data {
+                                    prop_assert!(data[offset..].starts_with(&bytes), "{}", media);
+                                }
+                            }
+                            Some(Ok(None)) => prop_assert_eq!(media, "compact"),
+                            Some(Err(_)) => prop_assert!(offset >= page_bytes, "offset {}", offset),
+                            None => {}
+                        }
+                    }
                 }
                 Step::Erase { block } => {
                     let a = ram.erase(at, address(block), Purpose::Gc);

@@ -8,7 +8,7 @@ use kvssd_space::{RecordPointer, Space};
 
 use super::bloom;
 use super::level::{Level, SearchMode};
-use super::segment::{Entry, SegmentPage};
+use super::segment::{find_in_view, Entry, SegmentPage};
 use super::{Found, LsmTree, Pairs, Picked, Result};
 use crate::{check_record_key, EngineError, Located, LocatedPairs};
 
@@ -92,9 +92,14 @@ impl LsmTree {
                     ));
                 };
                 t = self.charge(space, t);
-                t = space.read_page_into(t, page, purpose, &mut self.meta_page)?;
+                let cpu = &mut self.cpu_pending;
+                let scratch = &mut self.meta_page;
+                let (found, done) = space.read_page_parts(t, page, purpose, |view| {
+                    find_in_view(view, page.0, key, cpu, scratch)
+                })?;
+                t = done;
                 meta_reads += 1;
-                SegmentPage::parse(&self.meta_page, page.0)?.find(key, &mut self.cpu_pending)?
+                found?
             };
             if let Some(entry) = entry {
                 return Ok((

@@ -8,6 +8,9 @@
 //! ```
 //! Little-endian. `pointer` is a `RecordPointer`, or `u64::MAX` for a tombstone.
 
+use kvssd_flash::PageView;
+use kvssd_space::SpaceError;
+
 use crate::cpu::CpuCounts;
 use crate::EngineError;
 
@@ -348,6 +351,34 @@ impl<'a> SegmentPage<'a> {
     }
 }
 
+/// [`SegmentPage::find`] over the meta page `view` reads (page `index` of the card), with the
+/// same result and counts: in place where the page's bytes lie together in host memory (compact
+/// media keep a meta page's payload as one literal), otherwise in a copy of the whole page made
+/// in `scratch`. A search in place that needs a byte past what lies together (a page split
+/// between two chunks of the media, or an entry that ends in the zero bytes the encoding keeps
+/// as a run) is dropped, its counts with it, and made again over the copy.
+pub(crate) fn find_in_view(
+    view: &PageView<'_>,
+    index: u64,
+    key: &[u8],
+    cpu: &mut CpuCounts,
+    scratch: &mut Vec<u8>,
+) -> Result<Option<Entry>, EngineError> {
+    if let Ok(Some(bytes)) = view.in_place(0) {
+        let before = *cpu;
+        // Bytes in place are the page's bytes as far as they go, and every access to a page
+        // is checked against its end, so a search that ends without an error found what it
+        // would have found in the whole page.
+        match SegmentPage::parse(bytes, index).and_then(|page| page.find(key, cpu)) {
+            Ok(found) => return Ok(found),
+            Err(_) => *cpu = before,
+        }
+    }
+    scratch.resize(view.page_bytes(), 0);
+    view.copy(0, scratch).map_err(SpaceError::from)?;
+    SegmentPage::parse(scratch, index)?.find(key, cpu)
+}
+
 /// Binary search for `key` in entries held in DRAM, counting comparisons.
 pub(crate) fn find_in(entries: &[Entry], key: &[u8], cpu: &mut CpuCounts) -> Option<usize> {
     let (mut low, mut high) = (0usize, entries.len());
@@ -465,6 +496,57 @@ mod tests {
             pointer,
             value_len: 3,
             from_gc: false,
+        }
+    }
+
+    /// A search of a meta page as it lies in the media finds what a search of the whole page
+    /// finds, with the same counts, on every media: in place where the page's payload lies in
+    /// one literal, and over a copy where the search needs a byte past it (the last entry's
+    /// value length ends in zero bytes, which the dense encoding keeps with the page's tail).
+    #[test]
+    fn a_search_of_a_meta_page_in_place_finds_what_the_page_holds() {
+        use kvssd_flash::{BlockAddress, Flash, MediaKind, Profile, Purpose};
+        let profile = Profile::test_min();
+        let page_bytes = profile.geometry.page_bytes as usize;
+        let mut entries = Vec::new();
+        let mut packing = Packing::new(page_bytes);
+        for i in 0..1_000u64 {
+            let mut next = entry(&format!("key{:05}", i * 2 + 1), 1 << 40 | i);
+            next.value_len = 1_024;
+            if packing.closes(next.encoded_bytes()) && !entries.is_empty() {
+                break;
+            }
+            entries.push(next);
+        }
+        let image = encode(&entries, page_bytes);
+        let last = entries.last().map(|entry| entry.key.to_vec());
+        let mut probes: Vec<Vec<u8>> = entries.iter().map(|entry| entry.key.to_vec()).collect();
+        probes.extend((0..=entries.len() as u64).map(|i| format!("key{:05}", i * 2).into_bytes()));
+        for media in [MediaKind::Ram, MediaKind::Compact] {
+            let mut flash = Flash::new_on(&media, profile.geometry, Some(profile.timing.clone()))
+                .expect("flash");
+            let page = BlockAddress { die: 0, block: 0 }.page(0);
+            flash
+                .program_dense(0, page, Purpose::Index, &image, &[])
+                .expect("program");
+            for key in &probes {
+                let mut expected_cpu = CpuCounts::default();
+                let expected = SegmentPage::parse(&image, 7)
+                    .and_then(|page| page.find(key, &mut expected_cpu))
+                    .expect("finds");
+                let mut cpu = CpuCounts::default();
+                let mut scratch = Vec::new();
+                let (found, _) = flash
+                    .read_parts(0, page, Purpose::Index, |view| {
+                        find_in_view(view, 7, key, &mut cpu, &mut scratch)
+                    })
+                    .expect("reads");
+                assert_eq!(found.expect("finds"), expected, "{media:?}");
+                assert_eq!(cpu, expected_cpu, "{media:?}");
+                let copied = !scratch.is_empty();
+                let is_last = Some(key) == last.as_ref();
+                assert_eq!(copied, media == MediaKind::Compact && is_last, "{media:?}");
+            }
         }
     }
 

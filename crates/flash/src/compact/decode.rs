@@ -273,6 +273,13 @@ impl<'a> SpanReader<'a> {
     /// Where the encoding keeps slot byte `offset` as it is: in a literal, its byte there;
     /// `None` in a run (whose bytes the operation's header gives).
     pub(crate) fn literal_at(&mut self, offset: usize) -> Result<Option<&'a u8>, Malformed> {
+        Ok(self.literal_from(offset)?.and_then(<[u8]>::first))
+    }
+
+    /// Where the encoding keeps slot bytes from `offset` on as they are: the rest of the
+    /// literal that holds byte `offset`, as far as the piece of the encoding it lies in goes;
+    /// `None` in a run.
+    pub(crate) fn literal_from(&mut self, offset: usize) -> Result<Option<&'a [u8]>, Malformed> {
         if offset < self.start {
             *self = SpanReader::new(self.encoded);
         }
@@ -283,8 +290,9 @@ impl<'a> SpanReader<'a> {
             Operation::Literal([first, second]) => {
                 let at = offset - self.start;
                 first
-                    .get(at)
-                    .or_else(|| second.get(at.saturating_sub(first.len())))
+                    .get(at..)
+                    .filter(|rest| !rest.is_empty())
+                    .or_else(|| second.get(at - first.len()..))
             }
             Operation::Pattern(_) | Operation::Fill(_) => None,
         })
