@@ -240,7 +240,8 @@ pub struct LsmTree {
     activity: Activity,
     gets: ReadHistogram,
     last_get_meta_reads: u32,
-    /// The buffer a GET reads a meta page into: one page, filled again by each read.
+    /// Where a GET copies a meta page it cannot search where the media keep it
+    /// ([`segment::find_in_view`]): one page, filled again by each copy.
     meta_page: Vec<u8>,
     /// The last snapshot taken, handed out again until the tree changes (snapshots are pooled).
     snapshot_cache: Option<Arc<TreeSnapshot>>,
