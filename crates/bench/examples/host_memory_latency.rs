@@ -8,23 +8,38 @@
 //! line of the buffer) and of one read among eight independent chains run together: once in a
 //! mapping advised not to use transparent huge pages (4 KiB pages, as the allocator's memory
 //! mostly is) and once in one advised to use them, as compact media's chunks are
-//! (`crates/flash/src/pool.rs`). Where the kernel offers no huge pages, both rows are the same;
-//! on systems other than Linux, each size is measured once, in the system's pages.
+//! (`crates/flash/src/pool.rs`), and on Linux once more in 1 GiB pages where the kernel has them
+//! reserved (`echo 3 > /sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages` as root; where
+//! it has none, that row says so). Where the kernel offers no transparent huge pages, the first two
+//! rows are the same; on systems other than Linux, each size is measured once, in the system's
+//! pages.
 
-use memmap2::{Advice, MmapMut};
+use memmap2::{Advice, MmapMut, MmapOptions};
 use std::time::Instant;
 
 const LINE_WORDS: usize = 8;
 const READS: usize = 20_000_000;
 const CHAINS: usize = 8;
-/// The kinds of page each size is measured in, and the advice that asks for them.
+
+/// How a buffer's memory is mapped.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+enum Pages {
+    /// An ordinary mapping, given this advice if any.
+    Advised(Option<Advice>),
+    /// A mapping of 1 GiB pages from the kernel's reserved pool (`MAP_HUGETLB`).
+    Gigantic,
+}
+
+/// The kinds of page each size is measured in, and how to map them.
 #[cfg(target_os = "linux")]
-const PAGES: [(&str, Option<Advice>); 2] = [
-    ("4 KiB pages", Some(Advice::NoHugePage)),
-    ("huge pages", Some(Advice::HugePage)),
+const PAGES: [(&str, Pages); 3] = [
+    ("4 KiB pages", Pages::Advised(Some(Advice::NoHugePage))),
+    ("huge pages", Pages::Advised(Some(Advice::HugePage))),
+    ("1 GiB pages", Pages::Gigantic),
 ];
 #[cfg(not(target_os = "linux"))]
-const PAGES: [(&str, Option<Advice>); 1] = [("the system's pages", None)];
+const PAGES: [(&str, Pages); 1] = [("the system's pages", Pages::Advised(None))];
 
 fn main() {
     let sizes: Vec<usize> = std::env::args()
@@ -43,10 +58,13 @@ fn main() {
         sizes
     };
     for mib in sizes {
-        for (pages, advice) in PAGES {
-            let (dependent, independent) = measure(mib, advice);
+        for (name, pages) in PAGES {
+            let Some((dependent, independent)) = measure(mib, pages) else {
+                println!("{mib} MiB, {name}: none reserved, not measured");
+                continue;
+            };
             println!(
-                "{mib} MiB, {pages}: {dependent:.1} ns a dependent read, {independent:.1} ns a \
+                "{mib} MiB, {name}: {dependent:.1} ns a dependent read, {independent:.1} ns a \
                  read of {CHAINS} independent chains"
             );
         }
@@ -60,8 +78,9 @@ fn word(words: &[u8], at: usize) -> usize {
     usize::from_ne_bytes(bytes)
 }
 
-/// Nanoseconds per read in a mapping given `advice`: one chain, then `CHAINS` chains interleaved.
-fn measure(mib: usize, advice: Option<Advice>) -> (f64, f64) {
+/// Nanoseconds per read in a mapping of `pages`: one chain, then `CHAINS` chains interleaved;
+/// `None` if the mapping is of 1 GiB pages and the kernel has too few reserved.
+fn measure(mib: usize, pages: Pages) -> Option<(f64, f64)> {
     let lines = (mib << 20) / (LINE_WORDS * 8);
     // A random cyclic order of the lines (Sattolo's shuffle), each line holding the next's index.
     let mut order: Vec<usize> = (0..lines).collect();
@@ -72,14 +91,26 @@ fn measure(mib: usize, advice: Option<Advice>) -> (f64, f64) {
         state ^= state << 17;
         order.swap(i, (state % i as u64) as usize);
     }
-    let mut words = MmapMut::map_anon(lines * LINE_WORDS * 8).unwrap_or_else(|error| {
-        eprintln!("host_memory_latency: cannot map {mib} MiB: {error}");
-        std::process::exit(1);
-    });
-    // Advice only: a kernel without huge pages leaves both buffers in 4 KiB pages.
-    if let Some(advice) = advice {
-        let _ = words.advise(advice);
-    }
+    let bytes = lines * LINE_WORDS * 8;
+    let mut words = match pages {
+        Pages::Advised(advice) => {
+            let words = MmapMut::map_anon(bytes).unwrap_or_else(|error| {
+                eprintln!("host_memory_latency: cannot map {mib} MiB: {error}");
+                std::process::exit(1);
+            });
+            // Advice only: a kernel without huge pages leaves both buffers in 4 KiB pages.
+            if let Some(advice) = advice {
+                let _ = words.advise(advice);
+            }
+            words
+        }
+        // 2^30 bytes a page; the kernel refuses the mapping when its pool is short.
+        Pages::Gigantic => MmapOptions::new()
+            .len(bytes)
+            .huge(Some(30))
+            .map_anon()
+            .ok()?,
+    };
     for (i, &line) in order.iter().enumerate() {
         let next = order[(i + 1) % lines] * LINE_WORDS;
         let at = line * LINE_WORDS * 8;
@@ -102,5 +133,5 @@ fn measure(mib: usize, advice: Option<Advice>) -> (f64, f64) {
     }
     let independent = started.elapsed().as_nanos() as f64 / READS as f64;
     std::hint::black_box((at, chains));
-    (dependent, independent)
+    Some((dependent, independent))
 }
