@@ -22,7 +22,8 @@
 //! in one (a chunk not trimmed, or the slot of an encoding kept alone that holds all of it), so
 //! that a read goes from the entry straight to the bytes, not through the chunk table or the
 //! record of the encoding kept alone: at PinK's scale each such step is a miss of the host's
-//! caches (docs/design.md, "The slot in the page's entry").
+//! caches (docs/design.md, "The slot in the page's entry"). The page table is a slot of the pools
+//! too, so that its entries, a read's first miss, lie in huge pages as the encodings do.
 
 use crate::pool::{Slot, SlotPool};
 
@@ -55,7 +56,7 @@ pub(crate) const LONE_HEAD_BYTES: usize = LONE_MIN_BYTES + 64;
 
 /// Where a page's encoding lies in its block's stream of bytes, or that it was discarded. An
 /// encoding kept alone has [`LONE`] set in its length, and its start is its index in
-/// [`BlockArena::lone`].
+/// [`BlockArena::lone`]. Kept in a block's page table as [`EXTENT_BYTES`] bytes.
 #[derive(Debug, Clone, Copy)]
 struct Extent {
     start: u32,
@@ -66,26 +67,58 @@ struct Extent {
     slot: u32,
 }
 
+/// Bytes of an [`Extent`] in a page table: its three fields, little-endian, in order.
+const EXTENT_BYTES: usize = 12;
+
+impl Extent {
+    /// Entry `page` of page table `table`, if the table is that long.
+    fn read(table: &[u8], page: usize) -> Option<Extent> {
+        let bytes = table.get(page * EXTENT_BYTES..(page + 1) * EXTENT_BYTES)?;
+        let field = |at: usize| {
+            let mut word = [0u8; 4];
+            word.copy_from_slice(&bytes[at..at + 4]);
+            u32::from_le_bytes(word)
+        };
+        Some(Extent {
+            start: field(0),
+            length: field(4),
+            slot: field(8),
+        })
+    }
+
+    /// Writes the extent as entry `page` of page table `table`, which is that long.
+    fn write(self, table: &mut [u8], page: usize) {
+        let bytes = &mut table[page * EXTENT_BYTES..(page + 1) * EXTENT_BYTES];
+        bytes[..4].copy_from_slice(&self.start.to_le_bytes());
+        bytes[4..8].copy_from_slice(&self.length.to_le_bytes());
+        bytes[8..].copy_from_slice(&self.slot.to_le_bytes());
+    }
+}
+
 const DISCARDED: u32 = u32::MAX;
 /// An extent's slot where none holds the whole encoding.
 const NO_SLOT: u32 = u32::MAX;
 /// The flag of an extent's length that says the encoding is kept alone.
 const LONE: u32 = 1 << 31;
 
-/// The memory every block's chunks and heads come from: one media's slots.
+/// The memory every block's chunks, heads and page table come from: one media's slots.
 pub(crate) struct Pools {
     /// Chunks, of [`chunk_bytes_for`] the media's slots.
     chunks: SlotPool,
     /// Heads of encodings kept alone, of [`LONE_HEAD_BYTES`].
     heads: SlotPool,
+    /// Page tables, of an [`Extent`] for each page a block takes.
+    tables: SlotPool,
 }
 
 impl Pools {
-    /// Pools for chunks of `chunk_bytes`, nothing mapped yet.
-    pub(crate) fn new(chunk_bytes: usize) -> Pools {
+    /// Pools for chunks of `chunk_bytes` and blocks of up to `pages_per_block` pages, nothing
+    /// mapped yet.
+    pub(crate) fn new(chunk_bytes: usize, pages_per_block: usize) -> Pools {
         Pools {
             chunks: SlotPool::new(chunk_bytes),
             heads: SlotPool::new(LONE_HEAD_BYTES),
+            tables: SlotPool::new(pages_per_block * EXTENT_BYTES),
         }
     }
 }
@@ -108,7 +141,11 @@ struct Lone {
 /// [`BlockArena::release`] returns them.
 pub(crate) struct BlockArena {
     chunk_bytes: usize,
-    pages: Vec<Extent>,
+    /// The page table, an [`Extent`] a page: a slot of [`Pools::tables`] from the first page
+    /// stored to the erase.
+    table: Option<Slot>,
+    /// Pages stored: the page table's entries in use.
+    stored: usize,
     chunks: Vec<Option<Chunk>>,
     /// Pages not discarded that lie (partly) in each chunk.
     live: Vec<u32>,
@@ -131,7 +168,8 @@ impl BlockArena {
     pub(crate) fn new(chunk_bytes: usize) -> BlockArena {
         BlockArena {
             chunk_bytes,
-            pages: Vec::new(),
+            table: None,
+            stored: 0,
             chunks: Vec::new(),
             live: Vec::new(),
             end: 0,
@@ -144,14 +182,36 @@ impl BlockArena {
 
     /// Pages stored.
     pub(crate) fn len(&self) -> usize {
-        self.pages.len()
+        self.stored
+    }
+
+    /// Page `page`'s entry in the page table, if it was stored.
+    fn extent(&self, pools: &Pools, page: usize) -> Option<Extent> {
+        if page >= self.stored {
+            return None;
+        }
+        Extent::read(pools.tables.bytes(self.table?), page)
+    }
+
+    /// Sets page `page`'s entry in the page table, which holds it.
+    fn set_extent(&self, pools: &mut Pools, page: usize, extent: Extent) {
+        if let Some(table) = self.table {
+            extent.write(pools.tables.bytes_mut(table), page);
+        }
+    }
+
+    /// Appends the next page's entry to the page table, taking one if the block has none.
+    fn push_extent(&mut self, pools: &mut Pools, extent: Extent) {
+        let table = *self.table.get_or_insert_with(|| pools.tables.take());
+        extent.write(pools.tables.bytes_mut(table), self.stored);
+        self.stored += 1;
     }
 
     /// Bytes of memory held: the chunks and the tables.
-    pub(crate) fn held_bytes(&self) -> u64 {
+    pub(crate) fn held_bytes(&self, pools: &Pools) -> u64 {
         let cut = self.trimmed.map_or(0, |(_, cut)| cut);
         let chunks = self.held_chunks * self.chunk_bytes - cut;
-        let tables = self.pages.capacity() * std::mem::size_of::<Extent>()
+        let tables = self.table.map_or(0, |_| pools.tables.slot_bytes())
             + self.chunks.capacity() * std::mem::size_of::<Option<Chunk>>()
             + self.live.capacity() * std::mem::size_of::<u32>()
             + self.lone.capacity() * std::mem::size_of::<Option<Lone>>();
@@ -173,7 +233,7 @@ impl BlockArena {
             let (head, tail) = encoding.split_at(encoding.len().min(LONE_HEAD_BYTES));
             let slot = pools.heads.take();
             pools.heads.bytes_mut(slot)[..head.len()].copy_from_slice(head);
-            self.pages.push(Extent {
+            let extent = Extent {
                 start: self.lone.len() as u32,
                 length: encoding.len() as u32 | LONE,
                 slot: if tail.is_empty() {
@@ -181,7 +241,8 @@ impl BlockArena {
                 } else {
                     NO_SLOT
                 },
-            });
+            };
+            self.push_extent(pools, extent);
             self.lone.push(Some(Lone {
                 head: slot,
                 tail: tail.into(),
@@ -229,11 +290,12 @@ impl BlockArena {
             rest = &rest[take..];
             self.end += take;
         }
-        self.pages.push(Extent {
+        let extent = Extent {
             start: start as u32,
             length: encoding.len() as u32,
             slot: whole,
-        });
+        };
+        self.push_extent(pools, extent);
     }
 
     /// The bytes of chunk `index`, if it is held.
@@ -247,7 +309,7 @@ impl BlockArena {
     /// The encoding of page `page`, in the (at most two) chunks it lies in: `None` if it was
     /// discarded (or never stored).
     pub(crate) fn parts<'a>(&'a self, pools: &'a Pools, page: usize) -> Option<[&'a [u8]; 2]> {
-        let extent = *self.pages.get(page)?;
+        let extent = self.extent(pools, page)?;
         if extent.start == DISCARDED {
             return None;
         }
@@ -299,7 +361,10 @@ impl BlockArena {
                     self.trimmed = Some((index, self.chunk_bytes - holds));
                     // The pages that lay in the slot, the last ones in chunks, are read from the
                     // chunk table now.
-                    for extent in self.pages.iter_mut().rev() {
+                    for page in (0..self.stored).rev() {
+                        let Some(mut extent) = self.extent(pools, page) else {
+                            break;
+                        };
                         if extent.length & LONE != 0 {
                             continue;
                         }
@@ -309,6 +374,7 @@ impl BlockArena {
                             break;
                         }
                         extent.slot = NO_SLOT;
+                        self.set_extent(pools, page, extent);
                     }
                 }
             }
@@ -317,9 +383,8 @@ impl BlockArena {
 
     /// Where page `page`'s encoding starts in the block's stream (0 if it is not stored): a read
     /// of the page's entry in the page table, for [`BlockArena::chunk_address`] to follow.
-    pub(crate) fn start_of(&self, page: usize) -> usize {
-        self.pages
-            .get(page)
+    pub(crate) fn start_of(&self, pools: &Pools, page: usize) -> usize {
+        self.extent(pools, page)
             .map_or(0, |extent| extent.start as usize)
     }
 
@@ -327,7 +392,7 @@ impl BlockArena {
     /// in memory (0 if it is not held): a read of the chunk table's entry, after
     /// [`BlockArena::start_of`] read the page's, for [`BlockArena::parts`] to follow.
     pub(crate) fn chunk_address(&self, pools: &Pools, page: usize) -> usize {
-        let Some(extent) = self.pages.get(page) else {
+        let Some(extent) = self.extent(pools, page) else {
             return 0;
         };
         if extent.start == DISCARDED {
@@ -356,12 +421,20 @@ impl BlockArena {
     /// Forgets page `page`'s encoding, returning every chunk no stored page lies in any more.
     /// Returns whether the page was stored and not yet discarded.
     pub(crate) fn discard(&mut self, pools: &mut Pools, page: usize) -> bool {
-        let Some(extent) = self.pages.get_mut(page) else {
+        let Some(extent) = self.extent(pools, page) else {
             return false;
         };
         if extent.start == DISCARDED {
             return false;
         }
+        self.set_extent(
+            pools,
+            page,
+            Extent {
+                start: DISCARDED,
+                ..extent
+            },
+        );
         if extent.length & LONE != 0 {
             if let Some(lone) = self
                 .lone
@@ -371,14 +444,12 @@ impl BlockArena {
                 self.lone_bytes -= LONE_HEAD_BYTES + lone.tail.len();
                 pools.heads.give(lone.head);
             }
-            extent.start = DISCARDED;
             return true;
         }
         let (start, end) = (
             extent.start as usize,
             (extent.start + extent.length) as usize,
         );
-        extent.start = DISCARDED;
         for index in start / self.chunk_bytes..=(end - 1) / self.chunk_bytes {
             self.live[index] -= 1;
             if self.live[index] == 0 {
@@ -406,6 +477,9 @@ impl BlockArena {
         for lone in self.lone.drain(..).flatten() {
             pools.heads.give(lone.head);
         }
+        if let Some(table) = self.table {
+            pools.tables.give(table);
+        }
         *self = BlockArena::new(self.chunk_bytes);
     }
 }
@@ -414,6 +488,9 @@ impl BlockArena {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// Pages a block takes in these tests: more than any test stores in one.
+    const TEST_PAGES: usize = 128;
 
     /// A step of [`every_page_reads_back_as_stored_until_discarded`].
     #[derive(Debug, Clone)]
@@ -443,7 +520,7 @@ mod tests {
         fn every_page_reads_back_as_stored_until_discarded(
             steps in proptest::collection::vec(step(), 1..120),
         ) {
-            let mut pools = Pools::new(CHUNK_BYTES);
+            let mut pools = Pools::new(CHUNK_BYTES, TEST_PAGES);
             let mut arena = BlockArena::new(CHUNK_BYTES);
             let mut model: Vec<Option<Vec<u8>>> = Vec::new();
             for (number, step) in steps.into_iter().enumerate() {
@@ -482,7 +559,7 @@ mod tests {
 
     #[test]
     fn pages_straddling_chunks_read_back_and_discards_free_whole_chunks() {
-        let mut pools = Pools::new(CHUNK_BYTES);
+        let mut pools = Pools::new(CHUNK_BYTES, TEST_PAGES);
         let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [500, 7000, 7000, 16, 8000, 700];
         for (seed, &length) in lengths.iter().enumerate() {
@@ -494,15 +571,15 @@ mod tests {
         }
         let total: usize = lengths.iter().sum();
         let chunks = total.div_ceil(CHUNK_BYTES);
-        assert!(arena.held_bytes() >= (chunks * CHUNK_BYTES) as u64);
-        let held = arena.held_bytes();
+        assert!(arena.held_bytes(&pools) >= (chunks * CHUNK_BYTES) as u64);
+        let held = arena.held_bytes(&pools);
         // Pages 0-2 fill the first chunk and start the second: discarding 0 and 1 frees nothing
         // (page 2 still lies in the first chunk), discarding 2 frees the first.
         assert!(arena.discard(&mut pools, 0));
         assert!(arena.discard(&mut pools, 1));
-        assert_eq!(arena.held_bytes(), held);
+        assert_eq!(arena.held_bytes(&pools), held);
         assert!(arena.discard(&mut pools, 2));
-        assert_eq!(arena.held_bytes(), held - CHUNK_BYTES as u64);
+        assert_eq!(arena.held_bytes(&pools), held - CHUNK_BYTES as u64);
         assert!(!arena.discard(&mut pools, 2), "once");
         assert_eq!(arena.parts(&pools, 1), None);
         assert_eq!(
@@ -527,33 +604,33 @@ mod tests {
     /// chunk as before, and takes pages again if one is appended after all.
     #[test]
     fn trimming_cuts_the_last_chunk_to_what_it_holds() {
-        let mut pools = Pools::new(CHUNK_BYTES);
+        let mut pools = Pools::new(CHUNK_BYTES, TEST_PAGES);
         let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [7000, 7000, 500];
         for (seed, &length) in lengths.iter().enumerate() {
             arena.push(&mut pools, &encoding(seed as u8, length));
         }
-        let held = arena.held_bytes();
+        let held = arena.held_bytes(&pools);
         arena.trim(&mut pools);
         // The second chunk holds 14,500 - 14,336 bytes of the 14,336 it was given.
         let tail = 14_500 - CHUNK_BYTES;
-        assert_eq!(arena.held_bytes(), held - (CHUNK_BYTES - tail) as u64);
+        assert_eq!(arena.held_bytes(&pools), held - (CHUNK_BYTES - tail) as u64);
         for (seed, &length) in lengths.iter().enumerate() {
             let got = arena.parts(&pools, seed).map(|[a, b]| [a, b].concat());
             assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
         }
         arena.push(&mut pools, &encoding(7, 3000));
-        assert_eq!(arena.held_bytes(), held, "room again");
+        assert_eq!(arena.held_bytes(&pools), held, "room again");
         assert_eq!(
             arena.parts(&pools, 3).map(|[a, b]| [a, b].concat()),
             Some(encoding(7, 3000))
         );
         arena.trim(&mut pools);
-        let trimmed = arena.held_bytes();
+        let trimmed = arena.held_bytes(&pools);
         for page in 0..4 {
             assert!(arena.discard(&mut pools, page));
         }
-        assert!(arena.held_bytes() < trimmed);
+        assert!(arena.held_bytes(&pools) < trimmed);
         assert!(arena.chunks.iter().all(Option::is_none));
         assert_eq!(arena.held_chunks, 0);
         assert_eq!(arena.trimmed, None);
@@ -564,7 +641,7 @@ mod tests {
     /// the block do.
     #[test]
     fn encodings_of_8_kib_or_more_are_kept_alone_and_freed_alone() {
-        let mut pools = Pools::new(CHUNK_BYTES);
+        let mut pools = Pools::new(CHUNK_BYTES, TEST_PAGES);
         let mut arena = BlockArena::new(CHUNK_BYTES);
         let lengths = [
             500,
@@ -583,23 +660,32 @@ mod tests {
             let got = arena.parts(&pools, seed).map(|[a, b]| [a, b].concat());
             assert_eq!(got, Some(encoding(seed as u8, length)), "page {seed}");
             let lone = length >= LONE_MIN_BYTES;
-            assert_eq!(arena.pages[seed].length & LONE != 0, lone, "page {seed}");
+            let extent = arena.extent(&pools, seed);
+            assert_eq!(
+                extent.is_some_and(|extent| extent.length & LONE != 0),
+                lone,
+                "page {seed}"
+            );
             assert_ne!(arena.chunk_address(&pools, seed), 0, "page {seed}");
             // Only page 5's encoding goes on past its slot (the others lie in one chunk).
             let whole = seed != 5;
-            assert_eq!(arena.pages[seed].slot != NO_SLOT, whole, "page {seed}");
+            let named = extent.is_some_and(|extent| extent.slot != NO_SLOT);
+            assert_eq!(named, whole, "page {seed}");
         }
         // Pages 0, 3, 4 and 6 share chunks; 1, 2, 5 and 7 are alone, 5 with a tail.
         let tail = 9000 - LONE_HEAD_BYTES;
         assert_eq!(arena.lone_bytes, 4 * LONE_HEAD_BYTES + tail);
-        let held = arena.held_bytes();
+        let held = arena.held_bytes(&pools);
         assert!(arena.discard(&mut pools, 1));
-        assert_eq!(arena.held_bytes(), held - LONE_HEAD_BYTES as u64);
+        assert_eq!(arena.held_bytes(&pools), held - LONE_HEAD_BYTES as u64);
         assert_eq!(arena.parts(&pools, 1), None);
         assert_eq!(arena.chunk_address(&pools, 1), 0);
         assert!(!arena.discard(&mut pools, 1), "once");
         assert!(arena.discard(&mut pools, 5));
-        assert_eq!(arena.held_bytes(), held - 9000 - LONE_HEAD_BYTES as u64);
+        assert_eq!(
+            arena.held_bytes(&pools),
+            held - 9000 - LONE_HEAD_BYTES as u64
+        );
         assert_eq!(
             arena.parts(&pools, 2).map(|[a, b]| [a, b].concat()),
             Some(encoding(2, LONE_MIN_BYTES))
@@ -615,7 +701,7 @@ mod tests {
     /// and erase, so blocks written after others were erased reuse the same memory.
     #[test]
     fn erased_blocks_give_their_slots_back_for_the_next() {
-        let mut pools = Pools::new(CHUNK_BYTES);
+        let mut pools = Pools::new(CHUNK_BYTES, TEST_PAGES);
         let mut blocks: Vec<BlockArena> = (0..4).map(|_| BlockArena::new(CHUNK_BYTES)).collect();
         let fill = |pools: &mut Pools, block: &mut BlockArena, seed: u8| {
             for page in 0..40 {
@@ -627,9 +713,13 @@ mod tests {
         for (seed, block) in blocks.iter_mut().enumerate() {
             fill(&mut pools, block, seed as u8);
         }
-        let carved = (pools.chunks.carved(), pools.heads.carved());
+        let carved = (
+            pools.chunks.carved(),
+            pools.heads.carved(),
+            pools.tables.carved(),
+        );
         // Each block's second chunk is trimmed, its slot then taken by the next block's.
-        assert_eq!(carved, (4 + 1, 4 * 8), "chunks and heads carved");
+        assert_eq!(carved, (4 + 1, 4 * 8, 4), "chunks, heads and tables carved");
         for round in 0..50u8 {
             let block = &mut blocks[usize::from(round) % 4];
             block.release(&mut pools);
@@ -645,7 +735,11 @@ mod tests {
             );
         }
         assert_eq!(
-            (pools.chunks.carved(), pools.heads.carved()),
+            (
+                pools.chunks.carved(),
+                pools.heads.carved(),
+                pools.tables.carved()
+            ),
             carved,
             "no more slots than the first four blocks'"
         );

@@ -46,7 +46,10 @@ impl CompactMedia {
             blocks: (0..geometry.blocks_total())
                 .map(|_| BlockArena::new(chunk_bytes_for(slot_bytes)))
                 .collect(),
-            pools: Pools::new(chunk_bytes_for(slot_bytes)),
+            pools: Pools::new(
+                chunk_bytes_for(slot_bytes),
+                geometry.pages_per_block as usize,
+            ),
             stored: 0,
         }
     }
@@ -144,7 +147,7 @@ impl CompactMedia {
             sum = sum.wrapping_add(arena.len());
         }
         for (arena, page) in &arenas {
-            sum = sum.wrapping_add(arena.start_of(*page));
+            sum = sum.wrapping_add(arena.start_of(&self.pools, *page));
         }
         for (arena, page) in &arenas {
             sum = sum.wrapping_add(arena.chunk_address(&self.pools, *page));
@@ -212,12 +215,12 @@ impl CompactMedia {
             self.slot[oob_bytes..].copy_from_slice(data);
             encode(&self.slot, &mut self.scratch);
         }
-        let before = pages.held_bytes();
+        let before = pages.held_bytes(&self.pools);
         pages.push(&mut self.pools, &self.scratch);
         if pages.len() == self.geometry.pages_per_block as usize {
             pages.trim(&mut self.pools);
         }
-        self.stored = self.stored + pages.held_bytes() - before;
+        self.stored = self.stored + pages.held_bytes(&self.pools) - before;
         Ok(())
     }
 
@@ -229,16 +232,16 @@ impl CompactMedia {
         let Some(pages) = self.blocks.get_mut(block) else {
             return false;
         };
-        let before = pages.held_bytes();
+        let before = pages.held_bytes(&self.pools);
         let discarded = pages.discard(&mut self.pools, page);
-        self.stored = self.stored + pages.held_bytes() - before;
+        self.stored = self.stored + pages.held_bytes(&self.pools) - before;
         discarded
     }
 
     /// Forgets a block's pages and frees their memory.
     pub(crate) fn erase(&mut self, block: u64) {
         if let Some(pages) = self.blocks.get_mut(block as usize) {
-            self.stored -= pages.held_bytes();
+            self.stored -= pages.held_bytes(&self.pools);
             pages.release(&mut self.pools);
         }
     }
