@@ -1,5 +1,5 @@
-//! Slots of host memory for compact media's encodings, carved from large anonymous mappings that
-//! the kernel is asked to back with transparent huge pages.
+//! Slots of host memory for compact media's encodings and their blocks' page tables, carved from
+//! large anonymous mappings that the kernel is asked to back with transparent huge pages.
 //!
 //! At PinK's scale the encodings take over 5 GiB, and a request reads random places in them, one
 //! after another. In 4 KiB pages every such read also misses the TLB, and the walk of the page
