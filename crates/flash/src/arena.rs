@@ -136,8 +136,8 @@ struct Lone {
     tail: Box<[u8]>,
 }
 
-/// The encodings of one block's programmed pages, in order. Its chunks and heads are slots of
-/// the media's [`Pools`], which every call that reads or changes them is given;
+/// The encodings of one block's programmed pages, in order. Its chunks, heads and page table are
+/// slots of the media's [`Pools`], which every call that reads or changes them is given;
 /// [`BlockArena::release`] returns them.
 pub(crate) struct BlockArena {
     chunk_bytes: usize,
@@ -697,8 +697,9 @@ mod tests {
         assert!(arena.chunks.iter().all(Option::is_none));
     }
 
-    /// Blocks take their chunks and heads from the media's pools and give them back on discard
-    /// and erase, so blocks written after others were erased reuse the same memory.
+    /// Blocks take their chunks, heads and page tables from the media's pools and give them back
+    /// on discard and erase (a page table on erase only), so blocks written after others were
+    /// erased reuse the same memory.
     #[test]
     fn erased_blocks_give_their_slots_back_for_the_next() {
         let mut pools = Pools::new(CHUNK_BYTES, TEST_PAGES);
