@@ -45,7 +45,7 @@ pub enum ImageCommand {
     Get(KeyArgs),
     /// Delete KEY (deleting an absent key is not an error).
     Delete(KeyArgs),
-    /// Print pairs in key order, one per line: KEY<TAB>VALUE, escaped (or hex with --hex).
+    /// Print pairs in key order, one per line: KEY, a tab, VALUE, escaped (or hex with --hex).
     Scan(ScanArgs),
     /// Create, delete or list namespaces (named by numeric id).
     #[command(subcommand)]

@@ -101,7 +101,7 @@ impl DetachedRead {
     /// Runs every read of `reads` as [`DetachedRead::run`] does, with the same answers in the
     /// same order, but reads ranges of one file that lie close together (a scan's values written
     /// by one flush, in key order) with one `pread` of the span that holds them: at most
-    /// [`SPAN_BYTES_MAX`] bytes, with at most [`GAP_BYTES_MAX`] bytes unused between two ranges.
+    /// `SPAN_BYTES_MAX` (256 KiB), with at most `GAP_BYTES_MAX` (4 KiB) unused between two ranges.
     pub fn run_all(reads: &[&DetachedRead]) -> Result<Vec<Option<Vec<u8>>>> {
         let mut out: Vec<Option<Vec<u8>>> = vec![None; reads.len()];
         let mut from_file = Vec::with_capacity(reads.len());

@@ -198,7 +198,7 @@ impl WriteBehind {
 
     /// Writes the queued slots, unless a drain is running already: that drain writes them before
     /// it ends, and the caller goes on without waiting for it. A caller whose slots are still
-    /// queued when it returns may find them in the queue ([`WriteBehind::queued`]) until then;
+    /// queued when it returns may find them in the queue (`WriteBehind::queued`) until then;
     /// a sync drains first. While more than `QUEUED_MAX` (1,024) slots are queued, waits for the
     /// running drain to bring the queue back to that bound (not to empty it), so the queue stays
     /// bounded and a caller that queued one page does not wait for the thousands a flush queued.

@@ -45,7 +45,7 @@ pub(crate) fn oob_bytes(chunks: u32) -> usize {
 ///
 /// The checksum is the CRC-32C of the header's first 12 bytes followed by the rest of the record:
 /// key and value for a small record, and for a page of a large record everything after the header
-/// to the end of the page. [`RecordHeader::encode`] leaves it to [`seal`], once the record's bytes
+/// to the end of the page. `RecordHeader::encode` leaves it to `seal`, once the record's bytes
 /// are in place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordHeader {

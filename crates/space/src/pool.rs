@@ -47,8 +47,8 @@ impl Space {
         }
     }
 
-    /// Gives a namespace the logs it writes to (indexes below [`SpaceConfig::logs`]). Only before
-    /// the namespace wrote anything; by default a namespace writes to every log.
+    /// Gives a namespace the logs it writes to (indexes below [`crate::SpaceConfig::logs`]).
+    /// Only before the namespace wrote anything; by default a namespace writes to every log.
     pub fn set_namespace_logs(&mut self, namespace: u32, logs: &[u32]) -> Result<()> {
         if logs.is_empty() {
             return Err(SpaceError::Config(

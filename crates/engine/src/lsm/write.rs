@@ -147,11 +147,11 @@ impl LsmTree {
     }
 
     /// Before a checkpoint that trims the log: flushes L0 if it holds at least
-    /// 1 / [`CHECKPOINT_FLUSH_SHARE`] of its size, so that the checkpoint does not carry it.
-    /// Encoding L0 into a checkpoint costs about what flushing it costs, and is thrown away by
-    /// the next checkpoint, while the flush is work L0 needs anyway. Returns the bytes of pairs
-    /// flushed (0: none) and when the writer may go on; a flush refused for space leaves L0 to
-    /// the checkpoint.
+    /// 1 / `CHECKPOINT_FLUSH_SHARE` (a quarter) of its size, so that the checkpoint does not
+    /// carry it. Encoding L0 into a checkpoint costs about what flushing it costs, and is thrown
+    /// away by the next checkpoint, while the flush is work L0 needs anyway. Returns the bytes of
+    /// pairs flushed (0: none) and when the writer may go on; a flush refused for space leaves L0
+    /// to the checkpoint.
     pub fn flush_before_checkpoint(
         &mut self,
         space: &mut Space,
