@@ -17,7 +17,7 @@
 //! counts of what each request caused, including any flush or compaction it had to wait for.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use kvssd_device::Pairs;
@@ -54,9 +54,11 @@ pub trait SimTarget {
         count: usize,
     ) -> Result<(Pairs, SimTime), TargetError>;
     /// Warns the store that `keys` are about to be read, for the host's speed alone: nothing
-    /// the run measures may change. By default it does nothing.
-    fn prefetch_gets(&mut self, keys: &[&[u8]]) {
+    /// the run measures may change. Returns whether the store has a use for such warnings; the
+    /// runner makes no more once it says it has none. By default it does nothing and has none.
+    fn prefetch_gets(&mut self, keys: &[&[u8]]) -> bool {
         let _ = keys;
+        false
     }
     /// Operations its timing model scheduled behind its horizon so far, where their timing may
     /// be too optimistic (zero for a store without one).
@@ -183,6 +185,7 @@ pub fn run(
     // The rest of each client's request, when it takes more than one command.
     let mut in_flight: Vec<Option<InFlight>> = (0..config.clients.max(1)).map(|_| None).collect();
     let mut hints = GetHints::new(config.clients.max(1));
+    let mut upcoming = Upcoming::new(&config.workload, hints.batch);
     while completed < config.operations {
         let Some(Reverse((at, client))) = clients.pop() else {
             break;
@@ -210,7 +213,7 @@ pub fn run(
                 };
                 (request, done)
             }
-            None => match generator.next_request() {
+            None => match upcoming.next(&mut generator, &mut hints, config.key_bytes, target) {
                 Request::Read(number) => {
                     let key = key_of(number, config.key_bytes);
                     let (value, done) = target.get(at, &key)?;
@@ -403,14 +406,17 @@ enum Continuation {
     Gets { next: u64, last: u64 },
 }
 
-/// Keys that clients will read next (a scan served as point GETs knows them), handed to the
-/// store in batches ([`SimTarget::prefetch_gets`]) so that it can fetch their host memory
-/// together. A key is read when its client's turn comes, after about a round of the other
-/// clients, so a batch is at most a quarter of the clients: warned well ahead of its reads, and
-/// not so far ahead that what it fetched is evicted.
+/// Keys that clients will read next (a scan served as point GETs knows them, and so do point
+/// GETs drawn ahead, [`Upcoming`]), handed to the store in batches
+/// ([`SimTarget::prefetch_gets`]) so that it can fetch their host memory together. A scan's
+/// next key is read when its client's turn comes, after about a round of the other clients, so
+/// a batch is at most a quarter of the clients: warned well ahead of its reads, and not so far
+/// ahead that what it fetched is evicted. GETs drawn ahead are drawn two batches ahead.
 struct GetHints {
     numbers: Vec<u64>,
     batch: usize,
+    /// Whether the store took the warnings so far (it has a use for them).
+    taken: bool,
 }
 
 impl GetHints {
@@ -421,10 +427,14 @@ impl GetHints {
         GetHints {
             numbers: Vec::new(),
             batch: (clients as usize / 4).clamp(1, Self::BATCH_MAX),
+            taken: true,
         }
     }
 
     fn add(&mut self, number: u64, key_bytes: usize, target: &mut dyn SimTarget) {
+        if !self.taken {
+            return;
+        }
         self.numbers.push(number);
         if self.numbers.len() >= self.batch {
             let keys: Vec<Vec<u8>> = self
@@ -433,8 +443,54 @@ impl GetHints {
                 .map(|number| key_of(number, key_bytes))
                 .collect();
             let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-            target.prefetch_gets(&keys);
+            self.taken = target.prefetch_gets(&keys);
         }
+    }
+}
+
+/// Requests drawn ahead of their turn, so that the keys of the point GETs among them can be
+/// warned of ([`GetHints`]) before they are read. The generator's draws do not depend on the
+/// store, so the requests, and their order, are the ones drawn one at a time. Only workloads
+/// that insert nothing draw ahead: an insert drawn early would grow the key space that the
+/// requests issued before it see.
+struct Upcoming {
+    drawn: VecDeque<Request>,
+    /// Requests kept drawn (0: none, one at a time).
+    ahead: usize,
+}
+
+impl Upcoming {
+    fn new(workload: &WorkloadSpec, batch: usize) -> Upcoming {
+        Upcoming {
+            drawn: VecDeque::new(),
+            ahead: if workload.insert > 0.0 { 0 } else { 2 * batch },
+        }
+    }
+
+    /// The next request, after drawing up to `ahead` beyond it and warning of their GETs.
+    fn next(
+        &mut self,
+        generator: &mut Generator,
+        hints: &mut GetHints,
+        key_bytes: usize,
+        target: &mut dyn SimTarget,
+    ) -> Request {
+        if !hints.taken {
+            // The store has no use for warnings: draw as the requests are needed.
+            self.ahead = 0;
+        }
+        while self.drawn.len() <= self.ahead {
+            let request = generator.next_request();
+            if self.ahead > 0 {
+                if let Request::Read(number) | Request::ReadModifyWrite(number) = request {
+                    hints.add(number, key_bytes, target);
+                }
+            }
+            self.drawn.push_back(request);
+        }
+        self.drawn
+            .pop_front()
+            .expect("at least one request was drawn")
     }
 }
 
@@ -545,9 +601,10 @@ mod tests {
             Ok((Some(data), read.done_at))
         }
 
-        fn prefetch_gets(&mut self, keys: &[&[u8]]) {
+        fn prefetch_gets(&mut self, keys: &[&[u8]]) -> bool {
             self.keys_seen
                 .extend(keys.iter().map(|key| (true, key.to_vec())));
+            true
         }
 
         fn scan(
@@ -688,6 +745,49 @@ mod tests {
         run(&mut scanning, &config("load", 0, 300, 8), 0, &mut |_| {}).expect("load");
         let native = run(&mut scanning, &config("e", 300, 200, 4), start, &mut |_| {}).expect("e");
         assert!(native.result.note.is_none());
+    }
+
+    #[test]
+    fn runner_warns_of_gets_drawn_ahead_and_issues_them_as_drawn() {
+        let mut store = PagePerKey::new(true);
+        run(&mut store, &config("load", 0, 300, 8), 0, &mut |_| {}).expect("load");
+        assert!(
+            store.keys_seen.is_empty(),
+            "Load reads nothing and warns of nothing"
+        );
+        let start = store.flash.quiescent_at();
+        let reads = config("c", 300, 500, 8);
+        run(&mut store, &reads, start, &mut |_| {}).expect("c");
+        // The GETs are the generator's draws made one at a time, in the order drawn.
+        let mut generator = Generator::new(reads.workload.clone(), 300, 500, reads.seed);
+        let expected: Vec<Vec<u8>> = (0..500)
+            .map(|_| match generator.next_request() {
+                Request::Read(number) => key_of(number, reads.key_bytes),
+                other => panic!("workload C drew {other:?}"),
+            })
+            .collect();
+        let read: Vec<Vec<u8>> = store
+            .keys_seen
+            .iter()
+            .filter(|(warned, _)| !warned)
+            .map(|(_, key)| key.clone())
+            .collect();
+        assert_eq!(read, expected);
+        // Each was warned of before it was read.
+        for (at, (warned, key)) in store.keys_seen.iter().enumerate() {
+            if !warned {
+                assert!(
+                    store.keys_seen[..at].contains(&(true, key.clone())),
+                    "GET {at} was not warned of"
+                );
+            }
+        }
+        // A workload that inserts draws one request at a time, so it warns of no GET.
+        store.keys_seen.clear();
+        let start = store.flash.quiescent_at();
+        run(&mut store, &config("d", 300, 500, 8), start, &mut |_| {}).expect("d");
+        assert!(store.keys_seen.iter().any(|(warned, _)| !warned));
+        assert!(store.keys_seen.iter().all(|(warned, _)| !warned));
     }
 
     #[test]

@@ -105,9 +105,11 @@ impl SimTarget for DeviceTarget {
         }
     }
 
-    fn prefetch_gets(&mut self, keys: &[&[u8]]) {
+    fn prefetch_gets(&mut self, keys: &[&[u8]]) -> bool {
         // A hint: a device that cannot take it changes nothing the run measures.
-        let _ = self.device.prefetch_gets(self.namespace, keys);
+        self.device
+            .prefetch_gets(self.namespace, keys)
+            .unwrap_or(false)
     }
 
     fn late_issues(&self) -> u64 {

@@ -548,8 +548,9 @@ impl Device {
     /// retrieves read first is fetched together rather than one miss after another: a
     /// simulator's speed on a card of many gigabytes (a client scanning a hash namespace with
     /// point reads knows its next keys). Changes nothing the simulation sees: no time, counter
-    /// or state; namespaces whose engine has no use for the warning ignore it.
-    pub fn prefetch_gets(&self, namespace: NamespaceId, keys: &[&[u8]]) -> Result<()> {
+    /// or state. Returns whether the namespace's engine has a use for such warnings (one that
+    /// has none ignores them, and a caller may stop making them).
+    pub fn prefetch_gets(&self, namespace: NamespaceId, keys: &[&[u8]]) -> Result<bool> {
         self.lock()?.prefetch_gets(namespace, keys)
     }
 

@@ -3,8 +3,9 @@
 //! twice with the same seeded stores, deletes and retrieves over a table too large for its bucket
 //! cache; before each retrieve one of the two devices is warned of its key, of others stored and
 //! of one never stored. Both answer every command with the same value at the same simulated time,
-//! and end with the same flash counters and namespace figures. A warning for a namespace that does
-//! not exist is refused with a typed error.
+//! and end with the same flash counters and namespace figures. A hash namespace says it takes the
+//! warnings and a tree's says it has no use for them. A warning for a namespace that does not
+//! exist is refused with a typed error.
 //!
 //! A failure prints its seed; replay with `KVSSD_SEED=<seed> cargo test -p kvssd-device --test
 //! prefetch_hints`.
@@ -75,9 +76,10 @@ fn drive(seed: u64, preset: PresetKind, warned: bool) -> Vec<String> {
                 let mut keys: Vec<&[u8]> = others.iter().map(Vec::as_slice).collect();
                 let own = key(number);
                 keys.push(&own);
-                device
+                let taken = device
                     .prefetch_gets(namespace, &keys)
-                    .expect("a warning for a namespace that exists is taken");
+                    .expect("a warning for a namespace that exists is answered");
+                assert_eq!(taken, preset == HashPreset::Hash.into(), "{preset:?}");
             } else {
                 // The same draws, so that both devices see the same commands.
                 for _ in 0..3 {

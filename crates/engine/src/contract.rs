@@ -139,9 +139,11 @@ pub trait Engine: Send {
     /// Warns the host's memory that GETs of `keys` are about to be made, so that what they will
     /// read first is fetched together rather than one miss after another (a simulator's speed
     /// on a card of many gigabytes). Changes nothing the simulation sees: no time, counter,
-    /// cache or state. By default it does nothing.
-    fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) {
+    /// cache or state. Returns whether the engine has a use for such warnings, so that a caller
+    /// can stop making them for one that has none. By default it does nothing and has none.
+    fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) -> bool {
         let _ = (space, keys);
+        false
     }
 
     /// Whether `key` has a value, without reading it. Same guarantees as [`Engine::get`].

@@ -357,10 +357,9 @@ impl Core {
         Ok(ScanRetrieval { pairs, done: t })
     }
 
-    pub(super) fn prefetch_gets(&mut self, id: NamespaceId, keys: &[&[u8]]) -> Result<()> {
+    pub(super) fn prefetch_gets(&mut self, id: NamespaceId, keys: &[&[u8]]) -> Result<bool> {
         let (space, engine) = self.split(id)?;
-        engine.prefetch_gets(space, keys);
-        Ok(())
+        Ok(engine.prefetch_gets(space, keys))
     }
 
     pub(super) fn exist(

@@ -30,8 +30,9 @@ impl Engine for HashIndex {
         Ok(HashIndex::contains(self, space, at, key)?)
     }
 
-    fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) {
+    fn prefetch_gets(&self, space: &Space, keys: &[&[u8]]) -> bool {
         HashIndex::prefetch_gets(self, space, keys);
+        true
     }
 
     fn put(&mut self, space: &mut Space, at: SimTime, key: &[u8], value: &[u8]) -> Result<SimTime> {
