@@ -105,6 +105,11 @@ impl<B> Flushing<B> {
         self.immutable.clear();
     }
 
+    /// Every immutable buffer held, whether or not its flush has finished, oldest first.
+    pub(crate) fn held(&self) -> impl Iterator<Item = &B> {
+        self.immutable.iter().map(|(buffer, _)| buffer)
+    }
+
     /// The immutable buffers whose flush has not finished by `at`, newest first.
     pub(crate) fn visible(&mut self, space: &mut Space, at: SimTime) -> impl Iterator<Item = &B> {
         self.retire(space, at);

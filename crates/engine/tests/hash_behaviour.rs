@@ -1,15 +1,20 @@
 //! The hash engines' contract beyond the model test: scans refused with a typed error, key and
 //! value limits, signature collisions resolved by key comparison (1-bit signatures force them),
-//! a full table refused with a typed error, DRAM budgets too small to open, and a write-buffer
-//! flush that reads its bucket pages in parallel.
+//! a full table refused with a typed error, DRAM budgets too small to open, a write-buffer
+//! flush that reads its bucket pages in parallel, and GETs served from the buffer a flush in
+//! flight applies.
 
 use kvssd_engine::hash::{HashConfig, HashEngine, HashError, HashPreset};
 use kvssd_engine::EngineError;
-use kvssd_flash::{Flash, Profile};
+use kvssd_flash::{ControllerModel, Flash, Profile};
 
 fn engine(config: HashConfig) -> HashEngine {
     let profile = Profile::test_min();
     let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
+    engine_on(flash, config)
+}
+
+fn engine_on(flash: Flash, config: HashConfig) -> HashEngine {
     HashEngine::open(flash, config).expect("open")
 }
 
@@ -297,4 +302,51 @@ fn hash_kaml_key_in_slot_keeps_64_bit_keys_without_reading_them() {
     }
     let stats = engine.stats();
     assert!(stats.resizes >= 1 && stats.gc_data_victims >= 1, "{stats}");
+}
+
+/// While the background thread applies a write buffer, GETs of its keys are answered from it
+/// (the immutable buffer) with no flash read; once the flush has finished they read the table.
+/// The keys the buffers may hold are kept apart from the trees for speed: they must cover the
+/// buffer in flight as well as the one being filled.
+#[test]
+fn hash_gets_of_keys_a_flush_in_flight_holds_read_nothing() {
+    let profile = Profile::test_min();
+    let mut timing = profile.timing;
+    timing.controller = ControllerModel::Threads;
+    let flash = Flash::new(profile.geometry, Some(timing)).expect("flash");
+    let mut engine = engine_on(flash, HashConfig::test_min(HashPreset::Hash));
+    let value = vec![7u8; 64];
+    let key = |id: u32| format!("key{id:08}").into_bytes();
+    let mut t = 0;
+    let mut id = 0;
+    // A first flush, so that the table holds pages on flash.
+    while engine.stats().flushes == 0 {
+        t = engine.put(t, &key(id), &value).expect("put");
+        id += 1;
+    }
+    t = engine.sync(t).expect("sync");
+    let start = t.max(engine.space().flash().quiescent_at());
+    // The next buffer's keys, all issued at once: the put that overflows it starts its flush.
+    let first = id;
+    let flushes = engine.stats().flushes;
+    let mut issued = start;
+    while engine.stats().flushes == flushes {
+        issued = issued.max(engine.put(start, &key(id), &value).expect("put"));
+        id += 1;
+    }
+    let (got, _) = engine.get(issued, &key(first)).expect("get");
+    assert_eq!(got.as_deref(), Some(&value[..]));
+    assert_eq!(
+        (engine.last_get_index_reads(), engine.last_get_data_reads()),
+        (0, 0),
+        "a key of the buffer in flight"
+    );
+    let later = engine.sync(issued).expect("sync");
+    let later = later.max(engine.space().flash().quiescent_at()) + 1_000_000_000;
+    let (got, _) = engine.get(later, &key(first)).expect("get");
+    assert_eq!(got.as_deref(), Some(&value[..]));
+    assert!(
+        engine.last_get_data_reads() > 0,
+        "once the flush has finished, the key is read from the table"
+    );
 }

@@ -51,7 +51,7 @@ impl HashIndex {
                 // What was not applied stays buffered: each pair is either in the table or here.
                 for (key, value) in unapplied {
                     self.buffer_bytes += Self::pair_bytes(&key, value.as_deref());
-                    self.buffer.insert(key, value);
+                    self.buffer_insert(key, value);
                 }
                 Err(error)
             }

@@ -158,7 +158,7 @@ impl HashIndex {
                 _ => return Err(bad("unknown buffer entry kind")),
             };
             index.buffer_bytes += Self::pair_bytes(&key, value.as_deref());
-            index.buffer.insert(key, value);
+            index.buffer_insert(key, value);
         }
         reader.finish()?;
         index.entries = entries;

@@ -124,6 +124,50 @@ struct Probe {
 /// A pair waiting in the write buffer, or being applied: the value, `None` for a delete.
 type Pending = (Vec<u8>, Option<Vec<u8>>);
 
+/// Which keys the write buffer and the immutable buffers may hold: one bit per value of a key's
+/// hash's top bits, set for every key the write buffer takes, all cleared and set again from the
+/// buffers' keys when a flush starts. A GET looks its key up in the buffers' trees only where its
+/// bit is set: most GETs are of keys no buffer holds, and a tree's search is a dozen key
+/// comparisons. The host's speed alone: every bit a buffered key needs is set, and the
+/// controller's time for the search is counted either way.
+#[derive(Debug, Clone)]
+struct BufferedKeys {
+    bits: Box<[u64]>,
+}
+
+impl BufferedKeys {
+    /// Bits kept (a power of two): a few per key of two full buffers of 1 KiB pairs.
+    const BITS: usize = 1 << 16;
+
+    fn new() -> BufferedKeys {
+        BufferedKeys {
+            bits: vec![0; Self::BITS / 64].into_boxed_slice(),
+        }
+    }
+
+    fn place(hash: u64) -> (usize, u64) {
+        let bit = (hash >> (64 - Self::BITS.trailing_zeros())) as usize;
+        (bit / 64, 1 << (bit % 64))
+    }
+
+    fn add(&mut self, hash: u64) {
+        let (word, mask) = Self::place(hash);
+        if let Some(word) = self.bits.get_mut(word) {
+            *word |= mask;
+        }
+    }
+
+    /// Whether a key of this hash may be buffered (`false`: no buffer holds it).
+    fn may_hold(&self, hash: u64) -> bool {
+        let (word, mask) = Self::place(hash);
+        self.bits.get(word).is_none_or(|word| word & mask != 0)
+    }
+
+    fn clear(&mut self) {
+        self.bits.fill(0);
+    }
+}
+
 /// The hash index of one namespace, over a space layer it may share with other namespaces: every
 /// operation takes the [`Space`] it writes to. [`HashEngine`] is an index with a space of its own.
 pub struct HashIndex {
@@ -132,6 +176,8 @@ pub struct HashIndex {
     buffer: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// The previous write buffer while the background thread applies it.
     flushing: Flushing<BTreeMap<Vec<u8>, Option<Vec<u8>>>>,
+    /// Keys the write buffer and the immutable buffers may hold ([`BufferedKeys`]).
+    buffered_keys: BufferedKeys,
     /// GC jobs in flight (see `crate::background::GC_JOBS_IN_FLIGHT_MAX`).
     collecting: Flushing<()>,
     buffer_bytes: u64,
@@ -248,6 +294,7 @@ impl HashIndex {
             table,
             buffer: BTreeMap::new(),
             flushing: Flushing::new(config.write_buffer_bytes),
+            buffered_keys: BufferedKeys::new(),
             collecting: Flushing::with_limit(crate::background::GC_JOBS_IN_FLIGHT_MAX),
             buffer_bytes: 0,
             entries: 0,
@@ -341,6 +388,25 @@ impl HashIndex {
         self.key_hash(key)
     }
 
+    /// Puts a pair into the write buffer, returning the value it replaced there.
+    fn buffer_insert(&mut self, key: Vec<u8>, value: Option<Vec<u8>>) -> Option<Option<Vec<u8>>> {
+        self.buffered_keys.add(self.key_hash(&key));
+        self.buffer.insert(key, value)
+    }
+
+    /// Sets the keys the buffers may hold from what they hold: after a flush started.
+    fn reset_buffered_keys(&mut self) {
+        self.buffered_keys.clear();
+        let keys = self
+            .buffer
+            .keys()
+            .chain(self.flushing.held().flat_map(BTreeMap::keys));
+        for key in keys {
+            let hash = self.key_hash(key);
+            self.buffered_keys.add(hash);
+        }
+    }
+
     /// The hash of `key`, charging nothing ([`HashIndex::hash_of`] charges the controller).
     fn key_hash(&self, key: &[u8]) -> u64 {
         match <[u8; KEY_IN_SLOT_BYTES]>::try_from(key) {
@@ -365,5 +431,33 @@ impl HashIndex {
         victim: u64,
     ) -> Result<Option<SimTime>> {
         self.collect(space, at, victim)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every hash added is answered "may hold" until the bits are cleared, and after clearing
+    /// nothing is.
+    #[test]
+    fn buffered_keys_never_deny_a_key_they_were_given() {
+        let mut keys = BufferedKeys::new();
+        let hashes: Vec<u64> = (0..5_000u64)
+            .map(|i| bucket::key_hash(format!("user{i:020}").as_bytes()))
+            .collect();
+        assert!(hashes.iter().all(|&hash| !keys.may_hold(hash)));
+        for &hash in &hashes[..2_000] {
+            keys.add(hash);
+        }
+        assert!(hashes[..2_000].iter().all(|&hash| keys.may_hold(hash)));
+        // The others mostly not: a few percent share a bit with a key added.
+        let denied = hashes[2_000..]
+            .iter()
+            .filter(|&&hash| !keys.may_hold(hash))
+            .count();
+        assert!(denied > 2_700, "{denied} of 3000 absent keys denied");
+        keys.clear();
+        assert!(hashes.iter().all(|&hash| !keys.may_hold(hash)));
     }
 }

@@ -136,21 +136,30 @@ impl HashIndex {
     ) -> Result<(Option<Vec<u8>>, SimTime)> {
         self.check_key(key)?;
         self.cpu_pending.key_comparisons += 1;
-        if let Some(buffered) = self.buffer.get(key) {
-            let value = buffered.clone();
+        let hash = self.key_hash(key);
+        let buffered = self.buffered_keys.may_hold(hash);
+        let in_buffer = if buffered { self.buffer.get(key) } else { None };
+        if let Some(value) = in_buffer {
+            let value = value.clone();
             self.record_get(0, 0);
             return Ok((value, self.charge(space, at)));
         }
-        let flushing = self
-            .flushing
-            .visible(space, at)
-            .find_map(|immutable| immutable.get(key))
-            .cloned();
+        // Asked whether or not the key may be buffered: the question retires the immutable
+        // buffers whose flush has finished, which issues background work due by `at`.
+        let flushing = {
+            let mut immutable = self.flushing.visible(space, at);
+            if buffered {
+                immutable.find_map(|immutable| immutable.get(key)).cloned()
+            } else {
+                None
+            }
+        };
         if let Some(value) = flushing {
             self.record_get(0, 0);
             return Ok((value, self.charge(space, at)));
         }
-        let hash = self.hash_of(key);
+        // What `hash_of` charges, for the hash made above.
+        self.cpu_pending.bytes_hashed += key.len() as u64;
         let (probe, t, index_reads, records) = self.probe(space, at, key, hash, ProbeFor::Get)?;
         self.record_get(index_reads, records);
         let value = probe.hit.map(|hit| hit.record.value);
@@ -274,11 +283,15 @@ impl HashIndex {
         key: &[u8],
     ) -> Result<(bool, SimTime)> {
         self.check_key(key)?;
-        if let Some(buffered) = self.buffer.get(key) {
-            let present = buffered.is_some();
+        let hash = self.key_hash(key);
+        let buffered = self.buffered_keys.may_hold(hash);
+        let in_buffer = if buffered { self.buffer.get(key) } else { None };
+        if let Some(value) = in_buffer {
+            let present = value.is_some();
             return Ok((present, self.charge(space, at)));
         }
-        let hash = self.hash_of(key);
+        // What `hash_of` charges, for the hash made above.
+        self.cpu_pending.bytes_hashed += key.len() as u64;
         let (probe, t, _, _) = self.probe(space, at, key, hash, ProbeFor::Presence)?;
         Ok((probe.hit.is_some(), self.charge(space, t)))
     }

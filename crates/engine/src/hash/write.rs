@@ -136,7 +136,7 @@ impl HashIndex {
         debug_assert!(!key.is_empty() && key.len() <= crate::KEY_BYTES_MAX);
         let added = Self::pair_bytes(key, value);
         self.cpu_pending.bytes_copied += added;
-        if let Some(old) = self.buffer.insert(key.to_vec(), value.map(<[u8]>::to_vec)) {
+        if let Some(old) = self.buffer_insert(key.to_vec(), value.map(<[u8]>::to_vec)) {
             self.buffer_bytes -= Self::pair_bytes(key, old.as_deref());
         }
         self.buffer_bytes += added;
@@ -175,6 +175,7 @@ impl HashIndex {
         });
         let done = result?;
         let _ = self.flushing.started(buffer, job);
+        self.reset_buffered_keys();
         Ok(done)
     }
 
@@ -210,7 +211,7 @@ impl HashIndex {
                 .apply_all(space, t, pending, admission)
                 .map_err(|(error, _)| error)?;
         } else {
-            if let Some(old) = self.buffer.insert(key.to_vec(), value.map(<[u8]>::to_vec)) {
+            if let Some(old) = self.buffer_insert(key.to_vec(), value.map(<[u8]>::to_vec)) {
                 self.buffer_bytes -= Self::pair_bytes(key, old.as_deref());
             }
             self.buffer_bytes += added;
