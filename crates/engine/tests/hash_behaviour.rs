@@ -11,10 +11,6 @@ use kvssd_flash::{ControllerModel, Flash, Profile};
 fn engine(config: HashConfig) -> HashEngine {
     let profile = Profile::test_min();
     let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
-    engine_on(flash, config)
-}
-
-fn engine_on(flash: Flash, config: HashConfig) -> HashEngine {
     HashEngine::open(flash, config).expect("open")
 }
 
@@ -314,7 +310,7 @@ fn hash_gets_of_keys_a_flush_in_flight_holds_read_nothing() {
     let mut timing = profile.timing;
     timing.controller = ControllerModel::Threads;
     let flash = Flash::new(profile.geometry, Some(timing)).expect("flash");
-    let mut engine = engine_on(flash, HashConfig::test_min(HashPreset::Hash));
+    let mut engine = HashEngine::open(flash, HashConfig::test_min(HashPreset::Hash)).expect("open");
     let value = vec![7u8; 64];
     let key = |id: u32| format!("key{id:08}").into_bytes();
     let mut t = 0;

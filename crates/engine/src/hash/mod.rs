@@ -136,7 +136,8 @@ struct BufferedKeys {
 }
 
 impl BufferedKeys {
-    /// Bits kept (a power of two): a few per key of two full buffers of 1 KiB pairs.
+    /// Bits kept (a power of two): about thirty per key of two full buffers of 1 KiB pairs, so
+    /// that a key no buffer holds finds its bit set about one time in thirty.
     const BITS: usize = 1 << 16;
 
     fn new() -> BufferedKeys {
