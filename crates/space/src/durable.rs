@@ -413,12 +413,16 @@ impl Space {
                     Some((block, cursor.u32()?))
                 }
             };
+            let erase_count = space
+                .flash
+                .erase_count(space.geometry.block_at(infos.len() as u64))?;
             infos.push(BlockInfo {
                 usage,
                 valid_bytes: 0,
                 successor,
                 owner,
                 allocated,
+                erase_count,
             });
         }
         let logs = cursor.u32()? as usize;

@@ -184,6 +184,9 @@ struct BlockInfo {
     owner: u32,
     /// When the block left the free pool, counted in allocations (see [`Space::protect`]).
     allocated: u64,
+    /// The block's erase count, which does not change while it is in use: GC's victim pick
+    /// scores every block from this record alone.
+    erase_count: u32,
 }
 
 impl BlockInfo {
@@ -193,6 +196,7 @@ impl BlockInfo {
         successor: None,
         owner: 0,
         allocated: 0,
+        erase_count: 0,
     };
 }
 

@@ -223,6 +223,7 @@ impl Space {
                 successor: None,
                 owner: namespace,
                 allocated: self.allocations,
+                erase_count: best_count,
             };
             self.allocations += 1;
             let state = &mut self.writer(namespace).cursors[cursor];
