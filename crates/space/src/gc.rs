@@ -45,11 +45,12 @@ impl Space {
             };
             // A block's score is its valid share plus a wear term of 0 to 0.1, never less than
             // the share: a block whose share is above the best score so far cannot win. At
-            // PinK's scale this scan covers 32,768 blocks for every victim, and hundreds of
-            // them score within reach of the best: each is scored from its record alone, and
-            // only one that would win is checked against what lies elsewhere (the namespace's
-            // snapshots, the flash's block state). The winner is the least candidate in a total
-            // order, so checking it last picks what checking every block first would.
+            // PinK's scale this scan covers 32,768 blocks for every victim, and checking each
+            // block below that bound against what lies elsewhere (the namespace's snapshots,
+            // the flash's block state) cost more than the scan: a block is scored from its
+            // record alone, and only one that would win is checked further. The winner is the
+            // least candidate in a total order, so checking it last picks what checking every
+            // block first would.
             let valid = info.valid_bytes as f64 / block_bytes as f64;
             if best.is_some_and(|best| valid > best.0) {
                 continue;

@@ -4,11 +4,16 @@ use super::*;
 use kvssd_flash::{MediaKind, Profile, Purpose};
 
 fn space() -> Space {
+    space_with(2, 4)
+}
+
+/// A space on `test_min` with `logs` logs and a GC reserve of `reserve` blocks.
+fn space_with(logs: u32, reserve: u32) -> Space {
     let profile = Profile::test_min();
     let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
     let mut config = SpaceConfig::for_geometry(&profile.geometry);
-    config.logs = 2;
-    config.gc_reserve_blocks = 4;
+    config.logs = logs;
+    config.gc_reserve_blocks = reserve;
     Space::open(flash, config).expect("space")
 }
 
@@ -207,18 +212,14 @@ fn space_regression_overwrites_spread_programs_over_dies() {
 
 #[test]
 fn space_confined_namespace_takes_blocks_only_from_its_logs_dies() {
-    let profile = Profile::test_min();
-    let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
-    let mut config = SpaceConfig::for_geometry(&profile.geometry);
-    config.logs = 4;
-    config.gc_reserve_blocks = 8;
-    let mut space = Space::open(flash, config).expect("space");
+    let mut space = space_with(4, 8);
+    let geometry = *space.geometry();
     // Namespace 7 on logs 0 and 1 (dies 0 and 1), confined; namespace 8 on log 2, not confined.
     space.set_namespace_logs(7, &[0, 1]).expect("logs");
     space.set_namespace_confined(7, true);
     space.set_namespace_logs(8, &[2]).expect("logs");
     assert!(space.is_confined(7) && !space.is_confined(8));
-    let per_die = u64::from(profile.geometry.blocks_per_die);
+    let per_die = u64::from(geometry.blocks_per_die);
     assert_eq!(space.free_blocks_for(7), 2 * per_die);
     assert_eq!(space.free_blocks_for(8), space.free_blocks());
     assert_eq!(
@@ -245,9 +246,9 @@ fn space_confined_namespace_takes_blocks_only_from_its_logs_dies() {
     }
     assert_eq!(space.free_blocks_for(7), 0);
     assert_eq!(space.namespace_blocks(7), 2 * per_die);
-    for block in 0..profile.geometry.blocks_total() {
+    for block in 0..geometry.blocks_total() {
         if space.block_owner(block) == Some(7) {
-            assert!(profile.geometry.block_at(block).die < 2, "block {block}");
+            assert!(geometry.block_at(block).die < 2, "block {block}");
         }
     }
     assert_eq!(space.valid_bytes_for(7), space.namespace_valid_bytes(7));
@@ -258,9 +259,9 @@ fn space_confined_namespace_takes_blocks_only_from_its_logs_dies() {
             .append_record(0, Purpose::UserData, 8, b"key", &value)
             .expect("an unconfined namespace borrows");
     }
-    let borrowed = (0..profile.geometry.blocks_total())
+    let borrowed = (0..geometry.blocks_total())
         .filter(|&block| space.block_owner(block) == Some(8))
-        .any(|block| profile.geometry.block_at(block).die == 3);
+        .any(|block| geometry.block_at(block).die == 3);
     assert!(borrowed, "namespace 8 borrowed die 3's blocks");
     // Releasing the namespace forgets its confinement.
     space.release_namespace(0, 7).expect("release");
@@ -774,12 +775,7 @@ mod victim_properties {
     /// block's record, decides.
     #[test]
     fn a_fuller_younger_block_beats_an_emptier_worn_one() {
-        let profile = Profile::test_min();
-        let flash = Flash::new(profile.geometry, Some(profile.timing)).expect("flash");
-        let mut config = SpaceConfig::for_geometry(&profile.geometry);
-        config.logs = 1;
-        config.gc_reserve_blocks = 4;
-        let mut space = Space::open(flash, config).expect("space");
+        let mut space = space_with(1, 4);
         let geometry = *space.geometry();
         let page = vec![3u8; geometry.page_bytes as usize];
         let fill = |space: &mut Space| {
